@@ -1,0 +1,71 @@
+"""The `splits` command: one subcommand per pipeline stage.
+
+Each stage module defines ``configure_parser(parser)`` and ``run(args) -> int``; this file only
+maps subcommand names to modules and imports a module when its subcommand is used, so that
+``splits ingest --help`` does not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from splits.config import ConfigError
+
+# subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "synth": ("splits.synth", "generate the deterministic sample Reddit corpus and its ground truth"),
+    "fetch-convokit": ("splits.fetch", "download ConvoKit subreddit corpora (needs the convokit extra)"),
+    "ingest": ("splits.ingest", "ingest one ConvoKit / Pushshift input shard into the posts table"),
+    "merge-posts": ("splits.ingest_merge", "merge ingested shards: cross-shard duplicates and the ingest report"),
+    "graph": ("splits.graph", "subreddit user graph: top-N subreddits, Jaccard and cosine neighbours"),
+    "expand-seeds": ("splits.seeds", "interactive (or replayed) seed-set expansion over the neighbour lists"),
+    "groupness": ("splits.groupness", "per-demographic users, D_d posts, group-ness and percentiles"),
+    "selfid": ("splits.selfid", "self-ID phrase search, verification, curves and thresholds"),
+    "generate-topics": ("splits.topics", "generate a neutral topic list through an LLM"),
+    "topic-splits": ("splits.bm25", "BM25 retrieval of topic posts per demographic"),
+    "sample": ("splits.sampling", "sample Group Theorization quadruplets and validate them"),
+    "export": ("splits.export", "export the dataset (Parquet, dataset card, hashed authors, counts)"),
+    "theorize": ("splits.theory", "theory-model (TM) stage"),
+    "classify": ("splits.classify", "classification-model (CM) stage"),
+    "metrics": ("splits.metrics", "accuracy tables with intervals and paired tests"),
+    "report": ("splits.report", "plots and tables for the evaluation report"),
+    "human": ("splits.human", "human-validation annotation sheets and scores"),
+    "probe": ("splits.probes.cli", "bias probes: stress, empathy, grasp, personalization"),
+    "llm": ("splits.llm.cli", "run a batch of prompts through a registry model (debugging aid)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="splits", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = build_parser()
+    known, rest = top.parse_known_args(argv)
+    module_name, help_text = COMMANDS[known.command]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"splits {known.command}", description=help_text)
+    module.configure_parser(parser)
+    args = parser.parse_args(rest)
+    logging.basicConfig(
+        level=logging.DEBUG if known.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(module.run(args) or 0)
+    except ConfigError as err:
+        print(f"splits {known.command}: config error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The one interface every language-model stage uses.
+
+A stage builds ``Request`` objects (chat ``messages`` or a raw ``prompt`` for completion models,
+plus ``SamplingParams``), hands a batch to a ``Backend`` and gets one ``Completion`` per request,
+in order. Backends: ``vllm``, ``openai``, ``transformers`` and ``builtin`` (non-LLM models of the
+evaluation and probes, registered with ``register_builtin``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Request:
+    """Exactly one of ``messages`` (chat: tuple of {"role", "content"} dicts) or ``prompt``
+    (raw completion string). ``payload`` carries structured data for builtin models (e.g. the
+    row a builtin theory model reads); it is part of the cache key only for builtin models."""
+
+    messages: tuple[Mapping[str, str], ...] | None = None
+    prompt: str | None = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+    payload: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt is None):
+            raise ValueError("a Request needs exactly one of messages or prompt")
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish_reason: str  # "stop", "length", "error", ...
+    prompt_tokens: int
+    output_tokens: int
+    latency_s: float
+    cached: bool = False
+
+
+class Backend(ABC):
+    """A model behind the interface. ``identity`` is what makes two models the same for the
+    response cache (backend, model path or id, revision, ...); secrets never go in it."""
+
+    name: str
+
+    @abstractmethod
+    def identity(self) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def generate(self, requests: list[Request]) -> list[Completion]: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (GPU memory, HTTP clients)."""
+
+
+BuiltinFactory = Callable[[str, Mapping[str, Any]], Backend]
+BUILTIN_MODELS: dict[str, BuiltinFactory] = {}
+
+
+def register_builtin(kind: str) -> Callable[[BuiltinFactory], BuiltinFactory]:
+    """Register a builtin (non-LLM) model kind: ``models: {name: {backend: builtin, kind: ...}}``."""
+
+    def decorator(factory: BuiltinFactory) -> BuiltinFactory:
+        BUILTIN_MODELS[kind] = factory
+        return factory
+
+    return decorator
