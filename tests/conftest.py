@@ -1,0 +1,95 @@
+"""Shared fixtures.
+
+- ``reference_dir``: ../shared/reference (real public data); tests that need it skip, with the
+  reason, where it is absent.
+- ``default_run``: the default pipeline (``snakemake --cores 2`` on config/config.yaml) run once
+  per test session in a temporary copy of the repository; returns that copy's root, whose
+  ``results/`` holds every stage's output and the generator's ground truth.
+- ``pipeline_run``: the same for any config overrides (cached per distinct override set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO.parent / "shared" / "reference"
+COPY_IGNORE = shutil.ignore_patterns(
+    "results", "logs", ".snakemake", ".git", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info"
+)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    if not REFERENCE.is_dir():
+        pytest.skip(f"reference data folder {REFERENCE} is absent (it is only present in CI)")
+    return REFERENCE
+
+
+def copy_repo(dest: Path) -> Path:
+    """A working copy of the repository (no results) to run Snakemake in."""
+    shutil.copytree(REPO, dest, ignore=COPY_IGNORE, dirs_exist_ok=True)
+    return dest
+
+
+def _deep_update(base: dict, overrides: dict) -> dict:
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_update(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "rules", *args]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run(
+        cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env
+    )
+    return proc
+
+
+class PipelineRuns:
+    def __init__(self, base: Path):
+        self.base = base
+        self.runs: dict[str, Path] = {}
+
+    def get(self, overrides: dict | None = None, targets: tuple[str, ...] = ()) -> Path:
+        key = json.dumps([overrides or {}, list(targets)], sort_keys=True)
+        if key not in self.runs:
+            workdir = copy_repo(self.base / f"run{len(self.runs)}")
+            if overrides:
+                cfg_path = workdir / "config" / "config.yaml"
+                config = yaml.safe_load(cfg_path.read_text())
+                cfg_path.write_text(yaml.safe_dump(_deep_update(config, overrides)))
+            proc = run_snakemake(workdir, *targets)
+            if proc.returncode != 0:
+                pytest.fail(
+                    f"pipeline run failed ({overrides}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+                )
+            self.runs[key] = workdir
+        return self.runs[key]
+
+
+@pytest.fixture(scope="session")
+def pipeline_runs(tmp_path_factory) -> PipelineRuns:
+    return PipelineRuns(tmp_path_factory.mktemp("pipeline"))
+
+
+@pytest.fixture(scope="session")
+def default_run(pipeline_runs) -> Path:
+    return pipeline_runs.get()
