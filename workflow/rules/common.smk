@@ -50,48 +50,417 @@ def final_targets():
 
 # --- ingest ----------------------------------------------------------------------------------
 
+SYNTH = config["synth"]
+SAMPLE_DIR = f"{RESULTS}/sample"
+SAMPLE_CORPUS = f"{SAMPLE_DIR}/corpus"
+
+
+def synth_corpus_outputs():
+    """What `splits synth` writes under results/sample/corpus, by shard name."""
+    n = SYNTH["shards"]
+    if SYNTH["format"] == "convokit":
+        return {f"sample-{i}": f"{SAMPLE_CORPUS}/sample-{i}" for i in range(n)}
+    suffix = ".ndjson.zst" if SYNTH["compress"] else ".ndjson"
+    out = {}
+    for i in range(n):
+        for prefix in ("RS", "RC"):
+            out[f"{prefix}_sample-{i}"] = f"{SAMPLE_CORPUS}/{prefix}_sample-{i}{suffix}"
+    return out
+
+
+def _ingest_shards():
+    """Shard name -> input path (the generated corpus, or ingest.inputs)."""
+    if SYNTH["enabled"]:
+        return synth_corpus_outputs()
+    from splits.ingest import shard_names
+
+    inputs = config["ingest"]["inputs"]
+    if not inputs:
+        sys.exit("config error: ingest.inputs: empty while synth.enabled is false")
+    for path in inputs:
+        if not Path(path).exists():
+            sys.exit(f"config error: ingest.inputs: input {path} does not exist")
+    return shard_names(inputs)
+
+
+try:
+    INGEST_SHARDS = _ingest_shards()
+except ConfigError as err:
+    sys.exit(f"config error: {err}")
+
+
+def ingest_input(wildcards):
+    return INGEST_SHARDS[wildcards.shard]
+
+
+def ingest_shard_files(kind):
+    ext = "parquet" if kind == "posts" else "report.json"
+    return [f"{RESULTS}/posts/shards/{name}.{ext}" for name in INGEST_SHARDS]
+
+
+def posts_files():
+    """The cleaned posts table (one Parquet file); downstream rules take it as input."""
+    return [f"{RESULTS}/posts/posts.parquet"]
+
 
 def ingest_targets():
-    return []
+    return posts_files() + [f"{RESULTS}/posts/ingest_report.json"]
 
 
 # --- graph -----------------------------------------------------------------------------------
 
 
 def graph_targets():
-    return []
+    return [
+        f"{RESULTS}/graph/subreddits.parquet",
+        f"{RESULTS}/graph/neighbours.parquet",
+        f"{RESULTS}/graph/summary.json",
+    ]
 
 
 # --- demographics ----------------------------------------------------------------------------
 
 
 def demographics_targets():
+    return [
+        f"{RESULTS}/demographics/thresholds.json",
+        f"{RESULTS}/demographics/formula_comparison.md",
+    ] + expand(
+        f"{RESULTS}/demographics/{{demographic}}/selfid_curve.png",
+        demographic=DEMOGRAPHIC_KEYS,
+    )
+
+
+def demographics_bots_file():
+    """The known-bot list as an input (so editing it re-runs group-ness); [] when the
+    configured file does not exist (AutoModerator and [deleted] are always dropped)."""
+    path = config["demographics"]["bots_file"]
+    return [path] if Path(path).exists() else []
+
+
+def selfid_verifier_inputs():
+    """The LLM verifier's prompt file, only when the LLM verifier is configured."""
+    if config["demographics"]["verifier"] == "llm":
+        return [config["demographics"]["verifier_prompt"]]
     return []
+
+
+def selfid_verifier_args():
+    """Command-line flags of the LLM verifier: the model's registry entry goes in as JSON, so
+    changing that model's spec re-runs the stage (it is a param)."""
+    demo = config["demographics"]
+    if demo["verifier"] != "llm":
+        return ""
+    name = demo["verifier_model"]
+    if not name or name not in config["models"]:
+        sys.exit(
+            f"config error: demographics.verifier_model: {name!r} is not a model of the models registry"
+        )
+    import json
+    import shlex
+
+    registry = json.dumps({name: config["models"][name]}, sort_keys=True)
+    return (
+        f"--verifier-model {shlex.quote(name)} --models-json {shlex.quote(registry)} "
+        f"--prompt {shlex.quote(demo['verifier_prompt'])}"
+    )
 
 
 # --- topics ----------------------------------------------------------------------------------
 
 
 def topics_targets():
-    return []
+    return [
+        f"{RESULTS}/topics/topics.parquet",
+        f"{RESULTS}/topics/topic_posts.parquet",
+        f"{RESULTS}/topics/topic_counts.csv",
+    ]
+
+
+def demographic_posts_files():
+    """D_d of every demographic (the topic-splits CLI reads the key from the folder name)."""
+    return [f"{RESULTS}/demographics/{key}/posts.parquet" for key in DEMOGRAPHIC_KEYS]
+
+
+def generate_topics_model_spec(wildcards):
+    """One-entry registry (JSON) of the model of topics.generate.model, for generate-topics."""
+    import json
+
+    name = config["topics"]["generate"]["model"]
+    if not name:
+        raise ValueError("topics.generate.model: set a registry model to generate topics")
+    if name not in config["models"]:
+        raise ValueError(f"topics.generate.model: {name!r} is not in the models registry")
+    return json.dumps({name: config["models"][name]}, sort_keys=True)
+
+
+def generate_topics_categories_arg():
+    categories = config["topics"]["generate"]["categories"]
+    if not categories:
+        return ""
+    import shlex
+
+    return "--categories " + " ".join(shlex.quote(c) for c in categories)
 
 
 # --- sampling and export ---------------------------------------------------------------------
 
 
 def sampling_targets():
-    return []
+    return [
+        f"{RESULTS}/dataset/quadruplets.parquet",
+        f"{RESULTS}/dataset/export/README.md",
+    ]
+
+
+def export_salt_fingerprint():
+    """Makes the export re-run when the salt changes, without the salt in params or logs.
+
+    A config ``export.salt`` is handed to the job through the environment variable
+    ``export.salt_env`` when that variable is unset (the variable wins)."""
+    import hashlib
+    import os
+
+    env_name = config["export"]["salt_env"]
+    if not os.environ.get(env_name) and config["export"]["salt"]:
+        os.environ[env_name] = config["export"]["salt"]
+    salt = os.environ.get(env_name, "")
+    if not salt:
+        return "development-salt"
+    return hashlib.sha256(f"splits-export-salt:{salt}".encode()).hexdigest()[:12]
+
+
+EXPORT_SALT_FINGERPRINT = export_salt_fingerprint()
 
 
 # --- evaluation ------------------------------------------------------------------------------
 
 
+EVALUATION_MODEL_NAME = r"[A-Za-z0-9_.\-]+"
+EVALUATION_PLOTS = (
+    "accuracy_vs_k",
+    "tm_cm_heatmap",
+    "by_pair",
+    "by_demographic",
+    "by_category",
+)
+
+
+def _evaluation_check():
+    """Experiments must name registry models whose names fit in a path; one-line errors."""
+    import re
+
+    evaluation = config["evaluation"]
+    for name, experiment in evaluation["experiments"].items():
+        if not re.fullmatch(EVALUATION_MODEL_NAME, name):
+            sys.exit(
+                f"config error: evaluation.experiments.{name}: name must match {EVALUATION_MODEL_NAME}"
+            )
+        for axis in ("tms", "cms"):
+            for model in experiment[axis]:
+                if model not in config["models"]:
+                    sys.exit(
+                        f"config error: evaluation.experiments.{name}.{axis}: {model!r} is not a model of the models registry"
+                    )
+                if not re.fullmatch(EVALUATION_MODEL_NAME, model):
+                    sys.exit(
+                        f"config error: models.{model}: a model used by the evaluation needs a name matching {EVALUATION_MODEL_NAME}"
+                    )
+    for key in ("tm_prompts", "cm_prompts"):
+        for model in evaluation[key]:
+            if model not in config["models"]:
+                sys.exit(
+                    f"config error: evaluation.{key}.{model}: not a model of the models registry"
+                )
+
+
+_evaluation_check()
+
+
+def _experiment(name):
+    return config["evaluation"]["experiments"][name]
+
+
+def _experiment_rows(experiment):
+    return str(experiment["rows"])
+
+
+def evaluation_dataset():
+    return config["evaluation"]["dataset"] or f"{RESULTS}/dataset/quadruplets.parquet"
+
+
+def _is_builtin(model):
+    return config["models"][model]["backend"] == "builtin"
+
+
+def evaluation_tm_prompt(wildcards):
+    """The TM's prompt template as an input ([] for builtin TMs, which take none)."""
+    if _is_builtin(wildcards.tm):
+        return []
+    evaluation = config["evaluation"]
+    return [evaluation["tm_prompts"].get(wildcards.tm, evaluation["tm_prompt"])]
+
+
+def evaluation_tm_prompt_args(prompt):
+    if not prompt:
+        return ""
+    raw = " --raw-prompt" if config["evaluation"]["tm_raw_prompt"] else ""
+    return f"--template {prompt}{raw}"
+
+
+def evaluation_cm_prompt(wildcards):
+    evaluation = config["evaluation"]
+    return evaluation["cm_prompts"].get(wildcards.cm, evaluation["cm_prompt"])
+
+
+def evaluation_model_args(model):
+    """--model/--model-spec (the registry entry as JSON: a param, so editing that model re-runs
+    its jobs only) and the response cache of LLM models."""
+    import json
+    import shlex
+
+    spec = json.dumps(config["models"][model], sort_keys=True)
+    args = f"--model {shlex.quote(model)} --model-spec {shlex.quote(spec)}"
+    if not _is_builtin(model):
+        args += f" --cache {RESULTS}/llm_cache/evaluation_{model}.sqlite"
+    return args
+
+
+def evaluation_gpus(model):
+    from splits.llm.registry import gpu_resources
+
+    try:
+        return gpu_resources(model, config["models"])
+    except ConfigError as err:
+        sys.exit(f"config error: {err}")
+
+
+def evaluation_experiment_rows(wildcards):
+    rows = _experiment_rows(_experiment(wildcards.experiment))
+    return f"{RESULTS}/evaluation/subsample/rows-{rows}.parquet"
+
+
+def evaluation_experiment_predictions(wildcards):
+    experiment = _experiment(wildcards.experiment)
+    return expand(
+        f"{RESULTS}/evaluation/predictions/rows-{{rows}}/{{tm}}/k-{{k}}/{{cm}}.parquet",
+        rows=_experiment_rows(experiment),
+        tm=experiment["tms"],
+        k=experiment["ks"],
+        cm=experiment["cms"],
+    )
+
+
 def evaluation_targets():
-    return []
+    targets = []
+    for name in config["evaluation"]["experiments"]:
+        base = f"{RESULTS}/evaluation/experiments/{name}"
+        targets += [f"{base}/metrics.json", f"{base}/tables.md", f"{base}/comparisons.md"]
+        targets += [f"{base}/plots/{plot}.png" for plot in EVALUATION_PLOTS]
+    return targets
 
 
 # --- probes ----------------------------------------------------------------------------------
 
 
+PROBES = config["probes"]
+PROBES_DIR = f"{RESULTS}/probes"
+PROBE_OUTPUTS = {
+    "stress": ["responses.parquet", "groups.parquet", "summary.parquet", "ratings.parquet", "raters.parquet"],
+    "empathy": ["responses.parquet", "cells.parquet", "summary.json", "heatmap.png"],
+    "grasp": ["groups.parquet", "skipped_groups.parquet", "summary.json", "gai.png"],
+    "personalization": ["rewrites.parquet", "responses.parquet", "tests.parquet", "summary.json"],
+}
+PROBE_REFERENCE_FILES = {
+    "dreaddit": ["dreaddit/dreaddit-train.csv", "dreaddit/dreaddit-test.csv"],
+    "envent": [f"crowd_envent/crowd-enVent_{e}.tsv" for e in (
+        "anger boredom disgust fear guilt joy pride relief sadness shame surprise trust".split()
+    )],
+    "dices": ["dices350/dices_350_crowdsourced.json"],
+}
+
+
+def _probe_files(probe, name):
+    return [f"{PROBES_DIR}/{probe}/{name}/{f}" for f in PROBE_OUTPUTS[probe]]
+
+
+def probes_reference_available():
+    ref = PROBES["reference_dir"]
+    return bool(ref) and Path(ref).is_dir()
+
+
+def probes_reference_targets():
+    if not PROBES["reference_dir"]:
+        sys.exit("config error: probes.reference_dir: set it to the reference data folder to run probes_reference")
+    return _probe_files("stress", "dreaddit") + _probe_files("empathy", "envent") + _probe_files("grasp", "dices")
+
+
+def probes_grasp_names():
+    names = ["stress_topics"] if PROBES["grasp"]["stress_ratings"] else []
+    return names + sorted(PROBES["grasp"]["inputs"])
+
+
 def probes_targets():
-    return []
+    targets = []
+    if PROBES["enabled"]:
+        targets += _probe_files("stress", "topics") + _probe_files("empathy", "topics")
+        targets += _probe_files("personalization", "topics")
+        for name in probes_grasp_names():
+            targets += _probe_files("grasp", name)
+    if probes_reference_available():
+        targets += probes_reference_targets()
+    return targets
+
+
+def probe_model_spec(probe):
+    name = PROBES[probe]["model"]
+    if name not in config["models"]:
+        sys.exit(f"config error: probes.{probe}.model: {name!r} is not in the models registry")
+    import json
+
+    return json.dumps(config["models"][name], sort_keys=True)
+
+
+def probe_data(probe):
+    """Input function: the topic posts, or the reference files of a reference source."""
+
+    def inputs(wildcards):
+        if wildcards.source == "topics":
+            return [f"{RESULTS}/topics/topic_posts.parquet"]
+        return [str(Path(PROBES["reference_dir"]) / f) for f in PROBE_REFERENCE_FILES[wildcards.source]]
+
+    return inputs
+
+
+def probe_data_arg(wildcards, input):
+    if wildcards.source == "topics":
+        return input.data[0]
+    return str(Path(input.data[0]).parent)
+
+
+def probe_grasp_inputs(wildcards):
+    if wildcards.name == "stress_topics":
+        return {
+            "ratings": [f"{PROBES_DIR}/stress/topics/ratings.parquet"],
+            "raters": [f"{PROBES_DIR}/stress/topics/raters.parquet"],
+        }
+    if wildcards.name == "dices":
+        return {"ratings": [str(Path(PROBES["reference_dir"]) / PROBE_REFERENCE_FILES["dices"][0])], "raters": []}
+    spec = PROBES["grasp"]["inputs"][wildcards.name]
+    return {"ratings": spec["ratings"], "raters": spec.get("raters", [])}
+
+
+def probe_grasp_columns(wildcards):
+    spec = PROBES["grasp"]["inputs"].get(wildcards.name, {})
+    return " ".join(
+        f"--{flag} {spec.get(key, default)}"
+        for flag, key, default in (
+            ("item-col", "item_col", "item"),
+            ("rater-col", "rater_col", "rater"),
+            ("rating-col", "rating_col", "rating"),
+        )
+    )
+
+
+def probe_task_prompts():
+    return [t["prompt"] for t in PROBES["personalization"]["tasks"]]

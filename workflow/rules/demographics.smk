@@ -1,1 +1,102 @@
-# Rules of the demographics stage family.
+# Rules of the demographics stage family (SPEC 2.4-2.5): per demographic, U_d, D_d and
+# group-ness (rule groupness), self-ID search, verification, curve and threshold (rule selfid);
+# then thresholds.json and the formula comparison over all demographics (rule selfid_summary).
+
+
+rule groupness:
+    input:
+        posts=posts_files(),
+        subreddits=f"{RESULTS}/graph/subreddits.parquet",
+        demographics=config["demographics"]["file"],
+        bots=demographics_bots_file(),
+    output:
+        users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
+        posts=f"{RESULTS}/demographics/{{demographic}}/posts.parquet",
+        report=f"{RESULTS}/demographics/{{demographic}}/groupness_report.json",
+    log:
+        "logs/groupness/{demographic}.log",
+    benchmark:
+        "benchmarks/groupness/{demographic}.tsv"
+    conda:
+        "../../envs/demographics.yaml"
+    threads: 1
+    resources:
+        mem_mb=4096,
+    params:
+        formula=config["demographics"]["groupness"],
+        top_user_fraction=config["demographics"]["top_user_fraction"],
+        bots=lambda wildcards, input: (f"--bots {input.bots}" if input.bots else ""),
+    shell:
+        "splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {input.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} > {log} 2>&1"
+
+
+rule selfid:
+    input:
+        users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
+        posts=f"{RESULTS}/demographics/{{demographic}}/posts.parquet",
+        demographics=config["demographics"]["file"],
+        prompt=selfid_verifier_inputs(),
+    output:
+        matches=f"{RESULTS}/demographics/{{demographic}}/selfid_matches.parquet",
+        curve=f"{RESULTS}/demographics/{{demographic}}/selfid_curve.parquet",
+        threshold=f"{RESULTS}/demographics/{{demographic}}/threshold.json",
+        comparison=f"{RESULTS}/demographics/{{demographic}}/formula_comparison.parquet",
+        plot=report(
+            f"{RESULTS}/demographics/{{demographic}}/selfid_curve.png",
+            caption="../report/selfid_curve.rst",
+            category="Demographics",
+            subcategory="Self-identification curves",
+            labels={"demographic": "{demographic}"},
+        ),
+    log:
+        "logs/selfid/{demographic}.log",
+    benchmark:
+        "benchmarks/selfid/{demographic}.tsv"
+    conda:
+        "../../envs/demographics.yaml"
+    threads: 1
+    resources:
+        mem_mb=4096,
+    params:
+        verifier=config["demographics"]["verifier"],
+        verifier_args=selfid_verifier_args(),
+        context_chars=config["demographics"]["context_chars"],
+        bins=config["demographics"]["bins"],
+        llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
+    shell:
+        "splits selfid search --users {input.users} --posts {input.posts} --demographics {input.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
+
+
+rule selfid_summary:
+    input:
+        thresholds=expand(
+            f"{RESULTS}/demographics/{{demographic}}/threshold.json",
+            demographic=DEMOGRAPHIC_KEYS,
+        ),
+        comparisons=expand(
+            f"{RESULTS}/demographics/{{demographic}}/formula_comparison.parquet",
+            demographic=DEMOGRAPHIC_KEYS,
+        ),
+    output:
+        thresholds=report(
+            f"{RESULTS}/demographics/thresholds.json",
+            caption="../report/demographics_thresholds.rst",
+            category="Demographics",
+        ),
+        csv=f"{RESULTS}/demographics/formula_comparison.csv",
+        md=report(
+            f"{RESULTS}/demographics/formula_comparison.md",
+            caption="../report/demographics_formulas.rst",
+            category="Demographics",
+        ),
+    log:
+        "logs/selfid_summary/selfid_summary.log",
+    benchmark:
+        "benchmarks/selfid_summary/selfid_summary.tsv"
+    conda:
+        "../../envs/demographics.yaml"
+    threads: 1
+    resources:
+        mem_mb=1024,
+    shell:
+        "splits selfid summary --thresholds {input.thresholds} --comparisons {input.comparisons} --out-thresholds {output.thresholds} --out-csv {output.csv} --out-md {output.md} > {log} 2>&1"

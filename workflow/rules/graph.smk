@@ -1,1 +1,33 @@
 # Rules of the graph stage family.
+
+
+rule graph:
+    input:
+        posts=posts_files(),
+    output:
+        subreddits=f"{RESULTS}/graph/subreddits.parquet",
+        neighbours=f"{RESULTS}/graph/neighbours.parquet",
+        summary=report(
+            f"{RESULTS}/graph/summary.json",
+            caption="../report/graph_summary.rst",
+            category="Subreddit graph",
+        ),
+    log:
+        "logs/graph/graph.log",
+    benchmark:
+        "benchmarks/graph/graph.tsv"
+    conda:
+        "../../envs/graph.yaml"
+    threads: config["graph"]["threads"]
+    resources:
+        mem_mb=lambda wildcards, threads: int(
+            2048 + threads * config["graph"]["block_mb"]
+        ),
+    params:
+        top_n=config["graph"]["top_n"],
+        min_posts=config["graph"]["min_posts"],
+        k=config["graph"]["k"],
+        block_mb=config["graph"]["block_mb"],
+        out_dir=lambda wildcards, output: Path(output.subreddits).parent,
+    shell:
+        "splits graph --posts {input.posts} --top-n {params.top_n} --min-posts {params.min_posts} --k {params.k} --block-mb {params.block_mb} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"

@@ -1,1 +1,82 @@
-# Rules of the ingest stage family.
+# Rules of the ingest stage family: the sample corpus generator, one ingest job per input shard,
+# and the merge of the shards into the posts table with the ingest report.
+
+
+rule synth:
+    input:
+        demographics=config["demographics"]["file"],
+        topics=config["topics"]["file"],
+    output:
+        corpus=[
+            directory(path) if SYNTH["format"] == "convokit" else path
+            for path in synth_corpus_outputs().values()
+        ],
+        ground_truth=f"{SAMPLE_DIR}/ground_truth.parquet",
+        post_truth=f"{SAMPLE_DIR}/post_truth.parquet",
+        meta=f"{SAMPLE_DIR}/synth_meta.json",
+    log:
+        "logs/synth/synth.log",
+    benchmark:
+        "benchmarks/synth/synth.tsv"
+    conda:
+        "../../envs/ingest.yaml"
+    threads: 1
+    resources:
+        mem_mb=2048,
+    params:
+        seed=SEED,
+        posts=f"--posts {SYNTH['posts']}" if SYNTH["posts"] else "",
+        shards=SYNTH["shards"],
+        format=SYNTH["format"],
+        compress="--compress" if SYNTH["compress"] else "",
+        plant=str(SYNTH["plant_group_difference"]).lower(),
+        out=SAMPLE_CORPUS,
+        truth_dir=SAMPLE_DIR,
+    shell:
+        "splits synth --demographics {input.demographics} --topics {input.topics} --out {params.out} --truth-dir {params.truth_dir} --seed {params.seed} {params.posts} --shards {params.shards} --format {params.format} {params.compress} --plant-group-difference {params.plant} > {log} 2>&1"
+
+
+rule ingest:
+    input:
+        corpus=ingest_input,
+        bots=config["ingest"]["bots_file"],
+    output:
+        posts=f"{RESULTS}/posts/shards/{{shard}}.parquet",
+        report=f"{RESULTS}/posts/shards/{{shard}}.report.json",
+    log:
+        "logs/ingest/{shard}.log",
+    benchmark:
+        "benchmarks/ingest/{shard}.tsv"
+    conda:
+        "../../envs/ingest.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards: 512 + 8 * config["ingest"]["chunk_mb"],
+    params:
+        chunk_mb=config["ingest"]["chunk_mb"],
+    shell:
+        "splits ingest --input {input.corpus} --shard {wildcards.shard} --bots {input.bots} --chunk-mb {params.chunk_mb} --out {output.posts} --report {output.report} > {log} 2>&1"
+
+
+rule merge_posts:
+    input:
+        posts=ingest_shard_files("posts"),
+        reports=ingest_shard_files("reports"),
+    output:
+        posts=f"{RESULTS}/posts/posts.parquet",
+        report=report(
+            f"{RESULTS}/posts/ingest_report.json",
+            caption="../report/ingest_report.rst",
+            category="Ingest",
+        ),
+    log:
+        "logs/merge_posts/merge_posts.log",
+    benchmark:
+        "benchmarks/merge_posts/merge_posts.tsv"
+    conda:
+        "../../envs/ingest.yaml"
+    threads: 1
+    resources:
+        mem_mb=2048,
+    shell:
+        "splits merge-posts --posts {input.posts} --reports {input.reports} --out {output.posts} --report {output.report} > {log} 2>&1"

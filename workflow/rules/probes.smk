@@ -1,1 +1,193 @@
-# Rules of the probes stage family.
+# Rules of the probes stage family (SPEC 3): stress and empathy-gap perception probes, GRASP
+# agreement analysis, implicit personalization. {source}: topics (the Splits topic posts) or a
+# reference data set (dreaddit, envent); the reference probes run with `snakemake --cores 2
+# probes_reference --config probes='{reference_dir: ../shared/reference/realdata}'`.
+
+import json
+
+
+rule probe_stress:
+    input:
+        data=probe_data("stress"),
+        prompt=PROBES["stress"]["prompt"],
+        demographics=config["demographics"]["file"],
+    output:
+        responses=f"{PROBES_DIR}/stress/{{source}}/responses.parquet",
+        groups=f"{PROBES_DIR}/stress/{{source}}/groups.parquet",
+        summary=f"{PROBES_DIR}/stress/{{source}}/summary.parquet",
+        summary_json=f"{PROBES_DIR}/stress/{{source}}/summary.json",
+        ratings=f"{PROBES_DIR}/stress/{{source}}/ratings.parquet",
+        raters=f"{PROBES_DIR}/stress/{{source}}/raters.parquet",
+        plot=report(
+            f"{PROBES_DIR}/stress/{{source}}/stress_rates.png",
+            caption="../report/probes_stress.rst",
+            category="Probes",
+            subcategory="{source}",
+        ),
+    log:
+        "logs/probe_stress/{source}.log",
+    benchmark:
+        "benchmarks/probe_stress/{source}.tsv"
+    wildcard_constraints:
+        source="topics|dreaddit",
+    conda:
+        "../../envs/probes.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        data=probe_data_arg,
+        spec=probe_model_spec("stress"),
+        model=PROBES["stress"]["model"],
+        max_items=lambda w: (
+            PROBES["stress"]["max_items"]
+            if w.source == "topics"
+            else (PROBES["stress"]["dreaddit_max_items"] or 10**9)
+        ),
+        split=PROBES["stress"]["dreaddit_split"],
+        attempts=PROBES["stress"]["attempts"],
+        temperature=PROBES["stress"]["temperature"],
+        max_tokens=PROBES["stress"]["max_tokens"],
+        max_chars=PROBES["max_chars"],
+        extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
+        phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
+        seed=SEED,
+    shell:
+        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {PROBES_DIR}/stress/{wildcards.source} --model {params.model:q} --model-spec {params.spec:q} --cache {RESULTS}/llm_cache.sqlite --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+
+
+rule probe_empathy:
+    input:
+        data=probe_data("empathy"),
+        system_prompt=PROBES["empathy"]["system_prompt"],
+        prompt=PROBES["empathy"]["prompt"],
+        demographics=config["demographics"]["file"],
+    output:
+        responses=f"{PROBES_DIR}/empathy/{{source}}/responses.parquet",
+        cells=f"{PROBES_DIR}/empathy/{{source}}/cells.parquet",
+        summary=f"{PROBES_DIR}/empathy/{{source}}/summary.json",
+        heatmap=report(
+            f"{PROBES_DIR}/empathy/{{source}}/heatmap.png",
+            caption="../report/probes_empathy.rst",
+            category="Probes",
+            subcategory="{source}",
+        ),
+    log:
+        "logs/probe_empathy/{source}.log",
+    benchmark:
+        "benchmarks/probe_empathy/{source}.tsv"
+    wildcard_constraints:
+        source="topics|envent",
+    conda:
+        "../../envs/probes.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        data=probe_data_arg,
+        spec=probe_model_spec("empathy"),
+        model=PROBES["empathy"]["model"],
+        max_items=lambda w: (
+            PROBES["empathy"]["max_items"]
+            if w.source == "topics"
+            else (PROBES["empathy"]["envent_max_items"] or 10**9)
+        ),
+        emotion=PROBES["empathy"]["emotion"],
+        permutations=PROBES["empathy"]["permutations"],
+        flips=PROBES["empathy"]["flips"],
+        temperature=PROBES["empathy"]["temperature"],
+        max_tokens=PROBES["empathy"]["max_tokens"],
+        max_chars=PROBES["max_chars"],
+        extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
+        phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
+        seed=SEED,
+    shell:
+        "splits probe empathy --source {wildcards.source} --input {params.data} --system-prompt {input.system_prompt} --prompt {input.prompt} --emotion {params.emotion:q} --permutations {params.permutations} --flips {params.flips} --max-items {params.max_items} --seed {params.seed} --outdir {PROBES_DIR}/empathy/{wildcards.source} --model {params.model:q} --model-spec {params.spec:q} --cache {RESULTS}/llm_cache.sqlite --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+
+
+rule probe_grasp:
+    input:
+        unpack(probe_grasp_inputs),
+    output:
+        groups=f"{PROBES_DIR}/grasp/{{name}}/groups.parquet",
+        skipped=f"{PROBES_DIR}/grasp/{{name}}/skipped_groups.parquet",
+        summary=f"{PROBES_DIR}/grasp/{{name}}/summary.json",
+        plot=report(
+            f"{PROBES_DIR}/grasp/{{name}}/gai.png",
+            caption="../report/probes_grasp.rst",
+            category="Probes",
+            subcategory="{name}",
+        ),
+    log:
+        "logs/probe_grasp/{name}.log",
+    benchmark:
+        "benchmarks/probe_grasp/{name}.tsv"
+    conda:
+        "../../envs/probes.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    params:
+        columns=probe_grasp_columns,
+        min_raters=PROBES["grasp"]["min_raters"],
+        max_order=PROBES["grasp"]["max_order"],
+        permutations=PROBES["grasp"]["permutations"],
+        raters=lambda w, input: (
+            ("--raters " + " ".join(input.raters)) if input.raters else ""
+        ),
+        seed=SEED,
+    shell:
+        "splits probe grasp --ratings {input.ratings} {params.raters} {params.columns} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --seed {params.seed} --outdir {PROBES_DIR}/grasp/{wildcards.name} > {log} 2>&1"
+
+
+rule probe_personalization:
+    input:
+        data=probe_data("personalization"),
+        rewrite_prompt=PROBES["personalization"]["rewrite_prompt"],
+        task_prompts=probe_task_prompts(),
+        demographics=config["demographics"]["file"],
+    output:
+        rewrites=f"{PROBES_DIR}/personalization/{{source}}/rewrites.parquet",
+        responses=f"{PROBES_DIR}/personalization/{{source}}/responses.parquet",
+        tests=report(
+            f"{PROBES_DIR}/personalization/{{source}}/tests.parquet",
+            caption="../report/probes_personalization.rst",
+            category="Probes",
+            subcategory="{source}",
+        ),
+        summary=f"{PROBES_DIR}/personalization/{{source}}/summary.json",
+    log:
+        "logs/probe_personalization/{source}.log",
+    benchmark:
+        "benchmarks/probe_personalization/{source}.tsv"
+    wildcard_constraints:
+        source="topics",
+    conda:
+        "../../envs/probes.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        data=probe_data_arg,
+        spec=probe_model_spec("personalization"),
+        model=PROBES["personalization"]["model"],
+        tasks=json.dumps(PROBES["personalization"]["tasks"], sort_keys=True),
+        max_items=PROBES["personalization"]["max_items"],
+        min_similarity=PROBES["personalization"]["min_similarity"],
+        tau=PROBES["personalization"]["tau"],
+        flips=PROBES["personalization"]["flips"],
+        temperature=PROBES["personalization"]["temperature"],
+        max_tokens=PROBES["personalization"]["max_tokens"],
+        task_max_tokens=PROBES["personalization"]["task_max_tokens"],
+        max_chars=PROBES["max_chars"],
+        extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
+        phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
+        seed=SEED,
+    shell:
+        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {PROBES_DIR}/personalization/{wildcards.source} --model {params.model:q} --model-spec {params.spec:q} --cache {RESULTS}/llm_cache.sqlite --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+
+
+# Reference-data probes (Dreaddit, crowd-enVent, DICES-350); needs probes.reference_dir.
+rule probes_reference:
+    input:
+        lambda wildcards: probes_reference_targets(),

@@ -1,1 +1,69 @@
-# Rules of the sampling stage family.
+# Rules of the sampling stage family: quadruplets (SPEC 2.7) and the dataset export.
+
+
+rule sample_quadruplets:
+    input:
+        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+    output:
+        quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
+        summary=report(
+            f"{RESULTS}/dataset/sampling_summary.json",
+            caption="../report/dataset_summary.rst",
+            category="Dataset",
+        ),
+    log:
+        "logs/sample_quadruplets/sample_quadruplets.log",
+    benchmark:
+        "benchmarks/sample_quadruplets/sample_quadruplets.tsv"
+    conda:
+        "../../envs/sampling.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    params:
+        k=config["sampling"]["k"],
+        seed=SEED,
+    shell:
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts} --k {params.k} --seed {params.seed} --out {output.quadruplets} --summary {output.summary} > {log} 2>&1"
+
+
+rule export_dataset:
+    input:
+        quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
+        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+    output:
+        quadruplets=f"{RESULTS}/dataset/export/quadruplets.parquet",
+        topic_posts=f"{RESULTS}/dataset/export/topic_posts.parquet",
+        card=report(
+            f"{RESULTS}/dataset/export/README.md",
+            caption="../report/dataset_card.rst",
+            category="Dataset",
+        ),
+        by_topic=report(
+            f"{RESULTS}/dataset/export/counts_by_topic.csv",
+            caption="../report/dataset_counts_by_topic.rst",
+            category="Dataset",
+        ),
+        by_category=report(
+            f"{RESULTS}/dataset/export/counts_by_category.csv",
+            caption="../report/dataset_counts_by_category.rst",
+            category="Dataset",
+        ),
+        by_topic_md=f"{RESULTS}/dataset/export/counts_by_topic.md",
+        by_category_md=f"{RESULTS}/dataset/export/counts_by_category.md",
+    log:
+        "logs/export_dataset/export_dataset.log",
+    benchmark:
+        "benchmarks/export_dataset/export_dataset.tsv"
+    conda:
+        "../../envs/sampling.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    params:
+        k=config["sampling"]["k"],
+        salt_env=config["export"]["salt_env"],
+        salt_fingerprint=EXPORT_SALT_FINGERPRINT,
+        out_dir=f"{RESULTS}/dataset/export",
+    shell:
+        "splits export --quadruplets {input.quadruplets} --topic-posts {input.topic_posts} --k {params.k} --salt-env {params.salt_env} --out-dir {params.out_dir} > {log} 2>&1"

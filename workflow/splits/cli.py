@@ -16,18 +16,39 @@ from splits.config import ConfigError
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "synth": ("splits.synth", "generate the deterministic sample Reddit corpus and its ground truth"),
-    "fetch-convokit": ("splits.fetch", "download ConvoKit subreddit corpora (needs the convokit extra)"),
+    "synth": (
+        "splits.synth",
+        "generate the deterministic sample Reddit corpus and its ground truth",
+    ),
+    "fetch-convokit": (
+        "splits.fetch",
+        "download ConvoKit subreddit corpora (needs the convokit extra)",
+    ),
     "ingest": ("splits.ingest", "ingest one ConvoKit / Pushshift input shard into the posts table"),
-    "merge-posts": ("splits.ingest_merge", "merge ingested shards: cross-shard duplicates and the ingest report"),
-    "graph": ("splits.graph", "subreddit user graph: top-N subreddits, Jaccard and cosine neighbours"),
-    "expand-seeds": ("splits.seeds", "interactive (or replayed) seed-set expansion over the neighbour lists"),
-    "groupness": ("splits.groupness", "per-demographic users, D_d posts, group-ness and percentiles"),
+    "merge-posts": (
+        "splits.ingest_merge",
+        "merge ingested shards: cross-shard duplicates and the ingest report",
+    ),
+    "graph": (
+        "splits.graph",
+        "subreddit user graph: top-N subreddits, Jaccard and cosine neighbours",
+    ),
+    "expand-seeds": (
+        "splits.seeds",
+        "interactive (or replayed) seed-set expansion over the neighbour lists",
+    ),
+    "groupness": (
+        "splits.groupness",
+        "per-demographic users, D_d posts, group-ness and percentiles",
+    ),
     "selfid": ("splits.selfid", "self-ID phrase search, verification, curves and thresholds"),
     "generate-topics": ("splits.topics", "generate a neutral topic list through an LLM"),
     "topic-splits": ("splits.bm25", "BM25 retrieval of topic posts per demographic"),
     "sample": ("splits.sampling", "sample Group Theorization quadruplets and validate them"),
-    "export": ("splits.export", "export the dataset (Parquet, dataset card, hashed authors, counts)"),
+    "export": (
+        "splits.export",
+        "export the dataset (Parquet, dataset card, hashed authors, counts)",
+    ),
     "theorize": ("splits.theory", "theory-model (TM) stage"),
     "classify": ("splits.classify", "classification-model (CM) stage"),
     "metrics": ("splits.metrics", "accuracy tables with intervals and paired tests"),

@@ -9,7 +9,7 @@ evaluation and probes, registered with ``register_builtin``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,8 +60,35 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, requests: list[Request]) -> list[Completion]: ...
 
+    #: requests per ``generate`` call when ``stream`` is not overridden: the response cache
+    #: stores each chunk as soon as it is done, so a killed run loses at most one chunk.
+    stream_chunk_size: int = 64
+
+    def stream(self, requests: list[Request]) -> Iterator[tuple[int, Completion]]:
+        """Yield ``(index into requests, completion)`` as completions finish, in any order.
+
+        The default generates in chunks of ``stream_chunk_size``; backends that finish requests
+        one at a time (HTTP servers) override it so each result is cached the moment it arrives.
+        """
+        step = max(1, int(self.stream_chunk_size))
+        for start in range(0, len(requests), step):
+            chunk = requests[start : start + step]
+            completions = self.generate(chunk)
+            if len(completions) != len(chunk):
+                raise LLMError(
+                    f"model {getattr(self, 'name', '?')}: backend returned {len(completions)} "
+                    f"completions for {len(chunk)} requests"
+                )
+            for offset, completion in enumerate(completions):
+                yield start + offset, completion
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (GPU memory, HTTP clients)."""
+
+
+class LLMError(RuntimeError):
+    """A model call failed for good (server unreachable, retries exhausted, bad response); the
+    message names the model or server and the last status, never a secret."""
 
 
 BuiltinFactory = Callable[[str, Mapping[str, Any]], Backend]

@@ -1,0 +1,202 @@
+"""Benchmark of the subreddit graph stage (SPEC 2.2) against a bare blocked scipy product.
+
+Generates a users x subreddits graph (Zipf subreddit popularity, heavy-tailed user activity),
+writes it as a posts Parquet file (1-3 posts per membership), then measures in separate
+processes, side by side:
+- the stage: ``splits graph`` end to end (read posts, memberships, top-N, incidence matrix,
+  blocked product, exact top-K for both measures, Parquet output);
+- the peer: the bare blocked product ``At[block] @ A`` over the same incidence matrix (loaded
+  from .npz, so its load time is not counted), same block height and threads, no top-K.
+Wall time and peak memory (max RSS of the process) of each, their ratio, and an extrapolation
+to 50,000 subreddits from a log-log fit over the measured sizes (``--scales``).
+
+    python bench/bench_graph.py --subreddits 2000 --users 200000 --memberships 2000000
+    python bench/bench_graph.py            # the issue's size: 20k subreddits, 2M users, 20M
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow"))
+
+from splits import graph  # noqa: E402
+
+
+def generate(n_subreddits: int, n_users: int, n_memberships: int, seed: int, out: Path):
+    """Posts Parquet + incidence .npz; returns (posts path, npz path, actual memberships)."""
+    rng = np.random.default_rng(seed)
+    # heavy-tailed activity: Pareto degrees, rescaled to the target number of memberships
+    raw = rng.pareto(1.5, n_users) + 1.0
+    degrees = np.maximum(1, np.round(raw * (n_memberships / raw.sum()))).astype(np.int64)
+    degrees = np.minimum(degrees, n_subreddits // 2)
+    users = np.repeat(np.arange(n_users, dtype=np.int64), degrees)
+    popularity = 1.0 / np.arange(1, n_subreddits + 1) ** 1.0
+    popularity /= popularity.sum()
+    subs = rng.choice(n_subreddits, size=len(users), p=popularity)
+    # every subreddit gets at least 25 members, so the min-posts rule keeps all of them
+    floor_subs = np.repeat(np.arange(n_subreddits), 25)
+    floor_users = rng.integers(0, n_users, len(floor_subs))
+    pairs = (
+        pl.DataFrame(
+            {
+                "u": np.concatenate([users, floor_users]).astype(np.int32),
+                "s": np.concatenate([subs, floor_subs]).astype(np.int32),
+            }
+        )
+        .unique()
+        .sort("s", "u")
+    )
+    del users, subs
+    matrix = sp.csr_matrix(
+        (
+            np.ones(pairs.height, dtype=np.int32),
+            (pairs["u"].to_numpy(), pairs["s"].to_numpy()),
+        ),
+        shape=(n_users, n_subreddits),
+    )
+    npz = out / "incidence.npz"
+    sp.save_npz(npz, matrix, compressed=False)
+    del matrix
+    repeats = rng.integers(1, 4, pairs.height)
+    posts = pairs.select(
+        subreddit=pl.format("sub{}", pl.col("s")),
+        author=pl.format("user{}", pl.col("u")),
+    ).select(pl.all().repeat_by(pl.Series(repeats)).list.explode(keep_nulls=False))
+    path = out / "posts.parquet"
+    posts.write_parquet(path, compression="zstd")
+    return path, npz, pairs.height, posts.height
+
+
+PEER = r"""
+import sys, time
+from concurrent.futures import ThreadPoolExecutor
+import scipy.sparse as sp
+npz, rows, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+A = sp.load_npz(npz).tocsr()
+t0 = time.perf_counter()
+At = A.T.tocsr()
+blocks = [(i, min(i + rows, A.shape[1])) for i in range(0, A.shape[1], rows)]
+def block(b):
+    return (At[b[0]:b[1]] @ A).nnz
+with ThreadPoolExecutor(threads) as pool:
+    nnz = sum(pool.map(block, blocks))
+print(f"PRODUCT {time.perf_counter() - t0:.3f} {nnz}")
+"""
+
+
+def measure(argv: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MiB, stdout) of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    stdout, stderr = proc.stdout.read(), proc.stderr.read()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:4]} failed:\n{stderr[-3000:]}")
+    return wall, usage.ru_maxrss / 1024, stdout
+
+
+def bench_one(args, scale: float, workdir: Path) -> dict:
+    n_subs = max(50, int(args.subreddits * scale))
+    n_users = max(100, int(args.users * scale))
+    n_memb = max(1000, int(args.memberships * scale))
+    t0 = time.perf_counter()
+    posts, npz, memberships, n_posts = generate(n_subs, n_users, n_memb, args.seed, workdir)
+    gen = time.perf_counter() - t0
+    rows = graph.rows_per_block(n_subs, args.block_mb)
+    stage_argv = [sys.executable, "-m", "splits.cli", "graph", "--posts", str(posts)]
+    stage_argv += ["--top-n", str(n_subs), "--min-posts", "20", "--k", str(args.k)]
+    stage_argv += ["--threads", str(args.threads), "--block-mb", str(args.block_mb)]
+    stage_argv += ["--out-dir", str(workdir / "graph")]
+    stage_wall, stage_mem, _ = measure(stage_argv)
+    peer_argv = [sys.executable, "-c", PEER, str(npz), str(rows), str(args.threads)]
+    peer_wall, peer_mem, out = measure(peer_argv)
+    product_s = float(out.split()[1])
+    kept = pl.read_parquet(workdir / "graph" / "subreddits.parquet")["kept"].sum()
+    return {
+        "subreddits": n_subs,
+        "kept": int(kept),
+        "users": n_users,
+        "memberships": memberships,
+        "posts": n_posts,
+        "generate_s": gen,
+        "stage_s": stage_wall,
+        "stage_mib": stage_mem,
+        "peer_product_s": product_s,
+        "peer_process_s": peer_wall,
+        "peer_mib": peer_mem,
+        "block_rows": rows,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subreddits", type=int, default=20000)
+    parser.add_argument("--users", type=int, default=2_000_000)
+    parser.add_argument("--memberships", type=int, default=20_000_000)
+    parser.add_argument("--k", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--block-mb", type=float, default=graph.DEFAULT_BLOCK_MB)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--scales",
+        type=float,
+        nargs="+",
+        default=[0.5, 1.0],
+        help="fractions of the size to measure (subreddits, users, memberships scaled together); "
+        "two or more give the log-log extrapolation",
+    )
+    parser.add_argument("--target-s", type=float, default=60.0)
+    parser.add_argument("--target-mib", type=float, default=3072.0)
+    args = parser.parse_args()
+
+    results = []
+    for scale in sorted(args.scales):
+        with tempfile.TemporaryDirectory(prefix="bench_graph_") as tmp:
+            r = bench_one(args, scale, Path(tmp))
+        results.append(r)
+        print(
+            f"S={r['subreddits']:>6} kept={r['kept']:>6} users={r['users']:>8} "
+            f"memberships={r['memberships']:>9} posts={r['posts']:>9} | "
+            f"stage {r['stage_s']:7.2f} s {r['stage_mib']:7.0f} MiB | "
+            f"peer product {r['peer_product_s']:7.2f} s (process {r['peer_process_s']:.2f} s, "
+            f"{r['peer_mib']:.0f} MiB) | ratio stage/peer product "
+            f"{r['stage_s'] / max(r['peer_product_s'], 1e-9):.2f} | block rows {r['block_rows']}",
+            flush=True,
+        )
+    last = results[-1]
+    ok_time = last["stage_s"] <= args.target_s
+    ok_mem = last["stage_mib"] <= args.target_mib
+    print(
+        f"targets at S={last['subreddits']}: time {last['stage_s']:.1f} s <= {args.target_s} "
+        f"{'OK' if ok_time else 'MISSED'}; memory {last['stage_mib']:.0f} MiB <= "
+        f"{args.target_mib:.0f} {'OK' if ok_mem else 'MISSED'}"
+    )
+    if len(results) >= 2:
+        xs = np.log([r["subreddits"] for r in results])
+        for key, unit in (("stage_s", "s"), ("stage_mib", "MiB"), ("peer_product_s", "s")):
+            slope, intercept = np.polyfit(xs, np.log([max(r[key], 1e-6) for r in results]), 1)
+            at = math.exp(intercept + slope * math.log(50000))
+            print(
+                f"extrapolation to 50,000 subreddits (users and memberships scaled alike): "
+                f"{key} ~ S^{slope:.2f} -> {at:.1f} {unit}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

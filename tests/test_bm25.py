@@ -1,0 +1,254 @@
+"""BM25 Okapi on the sparse index against rank_bm25 (the oracle), tokenisation, top-k and the
+topic splits on hand-made demographic frames."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import rank_bm25
+
+from splits import bm25
+from splits.bm25 import BM25Index, TopicSplitParams, query_tokens, tokenize, top_k
+from splits.config import ConfigError, Topic, load_topics
+
+
+def oracle_top_k(scores: np.ndarray, matched: np.ndarray, k: int) -> np.ndarray:
+    """Top k of the matched documents: score descending, index ascending (independent of bm25.top_k)."""
+    docs = sorted(np.flatnonzero(matched).tolist(), key=lambda d: (-scores[d], d))
+    return np.array(docs[:k], dtype=np.int64)
+
+
+def assert_same_as_rank_bm25(corpus: list[list[str]], queries: list[list[str]], index: BM25Index) -> None:
+    reference = rank_bm25.BM25Okapi(corpus)
+    assert index.n_docs == reference.corpus_size
+    assert index.avgdl == reference.avgdl
+    for query in queries:
+        expected = reference.get_scores(query)
+        got = index.get_scores(query)
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=0)
+        assert np.array_equal(got, expected)  # same float operations: bit-identical
+        query_set = set(query)
+        matched = np.array([bool(query_set & set(doc)) for doc in corpus])
+        for k in (1, 5, 50):
+            docs, scores = index.search(query, k)
+            assert docs.tolist() == oracle_top_k(expected, matched, k).tolist()
+            np.testing.assert_array_equal(scores, expected[docs])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_corpora_match_rank_bm25(seed):
+    rng = np.random.default_rng(seed)
+    n_docs = int(rng.integers(2, 120))
+    vocab = [f"w{i}" for i in range(int(rng.integers(3, 60)))]
+    common = vocab[:2]  # in most documents: negative idf, floored to epsilon * mean idf
+    corpus = []
+    for _ in range(n_docs):
+        if rng.random() < 0.1:
+            corpus.append([])  # empty documents
+            continue
+        length = int(rng.integers(1, 25))
+        words = [vocab[int(i) % len(vocab)] for i in rng.zipf(1.3, size=length)]
+        if rng.random() < 0.8:
+            words += list(common)
+        corpus.append(words)
+    if not any(corpus):
+        corpus[0] = ["w0"]
+    queries = [
+        [vocab[int(i)] for i in rng.integers(0, len(vocab), size=int(rng.integers(1, 12)))],
+        common + common + ["never-seen", vocab[-1], vocab[-1]],  # repeated and unknown terms
+        ["unknown-only"],
+    ]
+    index = BM25Index.from_token_lists(corpus)
+    reference = rank_bm25.BM25Okapi(corpus)
+    assert any(reference.idf[w] == reference.epsilon * reference.average_idf for w in common)
+    assert index.average_idf == pytest.approx(reference.average_idf, rel=1e-12)
+    assert_same_as_rank_bm25(corpus, queries, index)
+
+
+def test_negative_average_idf_floor_is_reproduced():
+    # every term in most documents: the mean idf is negative, so is the "floor"
+    corpus = [["a", "b"], ["a", "b", "c"], ["a", "b"], ["a"], ["b", "c"]]
+    index = BM25Index.from_token_lists(corpus)
+    reference = rank_bm25.BM25Okapi(corpus)
+    assert reference.average_idf < 0
+    assert_same_as_rank_bm25(corpus, [["a"], ["c", "a", "a"], ["b", "c"]], index)
+
+
+@pytest.fixture(scope="module")
+def dreaddit(reference_dir) -> list[str]:
+    path = reference_dir / "realdata" / "dreaddit" / "dreaddit-train.csv"
+    return pl.read_csv(path, columns=["text"], infer_schema_length=0).get_column("text").to_list()
+
+
+def test_dreaddit_matches_rank_bm25(dreaddit):
+    corpus = [tokenize(t) for t in dreaddit]
+    index = BM25Index.from_texts(dreaddit)  # the vectorised (polars) tokenisation path
+    assert index.doc_len.tolist() == [len(d) for d in corpus]
+    topics = load_topics("config/topics.yaml")
+    queries = [query_tokens(t.keywords) for t in topics] + [
+        tokenize("I am so stressed about money and rent and my job"),
+        tokenize("anxiety anxiety panic attack"),
+        ["zzzz-not-a-word"],
+    ]
+    assert_same_as_rank_bm25(corpus, queries, index)
+
+
+def test_tokenisation_documented_rules():
+    assert tokenize("The NBA's Three-Pointer, and a DUNK!") == ["nba", "s", "pointer", "dunk"]
+    assert tokenize("") == [] and tokenize(None) == []
+    assert tokenize("snake_case C++ café") == ["snake", "case", "c", "café"]
+    assert "the" in bm25.ENGLISH_STOP_WORDS and len(bm25.ENGLISH_STOP_WORDS) > 300
+    # keyword phrases are split into tokens, repetition kept
+    assert query_tokens(["basketball", "college basketball", "the hoop"]) == [
+        "basketball",
+        "college",
+        "basketball",
+        "hoop",
+    ]
+    # documents and queries share the tokenisation (vectorised path == python path)
+    texts = ["Hello, World! it's 3pm", "", None, "Ünïcode ÉTÉ naïve—dash"]
+    frame = bm25._token_frame(pl.Series(texts, dtype=pl.String))
+    by_doc = frame.group_by("doc", maintain_order=True).agg("tok")
+    as_lists = {d: t for d, t in by_doc.iter_rows()}
+    assert [as_lists.get(i, []) for i in range(len(texts))] == [tokenize(t) for t in texts]
+
+
+def test_top_k_ties_break_by_document():
+    docs = np.array([9, 3, 5, 1, 7])
+    scores = np.array([1.0, 2.0, 2.0, 2.0, 0.5])
+    got, got_scores = top_k(docs, scores, 2)
+    assert got.tolist() == [1, 3] and got_scores.tolist() == [2.0, 2.0]
+    assert top_k(docs, scores, 10)[0].tolist() == [1, 3, 5, 9, 7]
+    assert top_k(docs, scores, 0)[0].tolist() == []
+
+
+# --------------------------------------------------------------------------- topic splits
+
+TOPICS = [
+    Topic("Sports", "Basketball", ("basketball", "dunk", "three pointer")),
+    Topic("Hobbies", "Gardening", ("garden", "soil", "tomato plants")),
+]
+
+
+def demographic_posts() -> pl.DataFrame:
+    rows = []
+    texts = {
+        "a": ["basketball dunk tonight", "my garden soil is great", "basketball", "dunk dunk dunk basketball",
+              "nothing here at all", "tomato plants in the garden need soil"],
+        "b": ["three pointer basketball game", "watching the dunk contest", "cooking pasta",
+              "garden", "my tomato plants died", "basketball basketball three pointer dunk"],
+    }
+    for key, items in texts.items():
+        for i, text in enumerate(items):
+            rows.append({"post_id": f"{key}{i}", "author": f"user_{key}{i % 2}", "subreddit": "s",
+                         "text": text, "demographic": key})
+    # one post by a user above both groups' thresholds
+    rows.append({"post_id": "ab0", "author": "user_both", "subreddit": "s", "text": "basketball dunk",
+                 "demographic": "a"})
+    rows.append({"post_id": "ab0", "author": "user_both", "subreddit": "s", "text": "basketball dunk",
+                 "demographic": "b"})
+    return pl.DataFrame(rows)
+
+
+def test_topic_splits_shared_index_against_rank_bm25():
+    posts = demographic_posts()
+    table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=3, drop_fraction=0.0))
+    assert table.columns == bm25.TOPIC_POSTS_COLUMNS
+    docs = posts.unique(subset="post_id").sort("post_id")
+    reference = rank_bm25.BM25Okapi([tokenize(t) for t in docs.get_column("text")])
+    ids = docs.get_column("post_id").to_list()
+    for topic in TOPICS:
+        query = query_tokens(topic.keywords)
+        scores = dict(zip(ids, reference.get_scores(query), strict=True))
+        for key in ("a", "b"):
+            member_ids = posts.filter(pl.col("demographic") == key).get_column("post_id").to_list()
+            matched = [p for p in member_ids if set(query) & set(tokenize(docs.filter(pl.col("post_id") == p)["text"][0]))]
+            expected = sorted(matched, key=lambda p: (-scores[p], ids.index(p)))[:3]
+            got = table.filter((pl.col("topic") == topic.topic) & (pl.col("demographic") == key))
+            assert got.get_column("post_id").to_list() == expected
+            assert got.get_column("rank").to_list() == list(range(1, len(expected) + 1))
+            assert got.get_column("score").to_list() == [scores[p] for p in expected]
+    # post ab0 is retrieved for both groups; authors and texts come along
+    both = table.filter(pl.col("post_id") == "ab0")
+    assert sorted(both.get_column("demographic").to_list()) == ["a", "a", "b", "b"]
+    assert set(both.get_column("author").to_list()) == {"user_both"}
+
+
+def test_drop_fraction_cuts_pooled_bottom_per_topic():
+    posts = demographic_posts()
+    full = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=10, drop_fraction=0.0))
+    cut = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=10, drop_fraction=0.25))
+    for topic in TOPICS:
+        pooled = full.filter(pl.col("topic") == topic.topic).get_column("norm_score").sort()
+        kept = cut.filter(pl.col("topic") == topic.topic)
+        cut_value = pooled[int(len(pooled) * 0.25)]
+        assert len(kept) == int((pooled >= cut_value).sum())
+        assert kept.get_column("norm_score").min() >= cut_value
+        assert len(kept) <= len(pooled) - 0 and len(kept) >= len(pooled) - int(len(pooled) * 0.25)
+    # norm_score is the score over the query's maximal attainable score
+    index = BM25Index.from_texts(posts.unique(subset="post_id").sort("post_id").get_column("text"))
+    row = full.filter(pl.col("topic") == "Basketball").row(0, named=True)
+    assert row["norm_score"] == pytest.approx(row["score"] / index.max_score(query_tokens(TOPICS[0].keywords)))
+    assert 0 < row["norm_score"] <= 1
+
+
+def test_per_demographic_index_scores_each_group_alone():
+    posts = demographic_posts()
+    table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=5, drop_fraction=0.0, index="per_demographic"))
+    only_b = posts.filter(pl.col("demographic") == "b").sort("post_id")
+    reference = rank_bm25.BM25Okapi([tokenize(t) for t in only_b.get_column("text")])
+    scores = dict(zip(only_b.get_column("post_id"), reference.get_scores(query_tokens(TOPICS[0].keywords)), strict=True))
+    got = table.filter((pl.col("demographic") == "b") & (pl.col("topic") == "Basketball"))
+    assert got.get_column("score").to_list() == [scores[p] for p in got.get_column("post_id")]
+
+
+def test_cli_filters_by_threshold_and_writes_contract(tmp_path):
+    posts = demographic_posts()
+    paths = []
+    for key in ("a", "b"):
+        frame = posts.filter(pl.col("demographic") == key).drop("demographic").with_columns(
+            pl.when(pl.col("author").str.ends_with("1")).then(10.0).otherwise(90.0).alias("percentile"),
+            pl.lit(1.0).alias("groupness"),
+        )
+        path = tmp_path / "demographics" / key / "posts.parquet"
+        path.parent.mkdir(parents=True)
+        frame.write_parquet(path)
+        paths.append(str(path))
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text(json.dumps({"a": 50, "b": 50}))
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(
+        "topics:\n" + "".join(f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n" for t in TOPICS)
+    )
+    out = tmp_path / "out"
+    argv = ["--demographic-posts", *paths, "--thresholds", str(thresholds), "--topics-file", str(topics_file),
+            "--top-k", "50", "--drop-fraction", "0", "--out-topics", str(out / "topics.parquet"),
+            "--out-topic-posts", str(out / "topic_posts.parquet"), "--out-counts", str(out / "counts.csv")]
+    from splits.cli import main
+
+    assert main(["topic-splits", *argv]) == 0
+    table = pl.read_parquet(out / "topic_posts.parquet")
+    assert not table.get_column("author").str.ends_with("1").any()  # below threshold: excluded
+    assert table.schema["rank"] == pl.Int64 and table.schema["score"] == pl.Float64
+    topics = pl.read_parquet(out / "topics.parquet")
+    assert topics.columns == ["category", "topic", "keywords"] and topics.height == 2
+    counts = pl.read_csv(out / "counts.csv")
+    assert counts.columns == ["category", "topic", "a", "b", "total"]
+    for row in counts.iter_rows(named=True):
+        n = table.filter(pl.col("topic") == row["topic"]).group_by("demographic").len()
+        assert {r[0]: r[1] for r in n.iter_rows()} == {k: row[k] for k in ("a", "b") if row[k]}
+    # a demographic without a threshold is a clear error
+    thresholds.write_text(json.dumps({"a": 50}))
+    with pytest.raises(ConfigError, match="'b'"):
+        bm25.run(bm25_args(argv))
+
+
+def bm25_args(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    bm25.configure_parser(parser)
+    return parser.parse_args(argv)

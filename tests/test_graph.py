@@ -1,0 +1,211 @@
+"""Subreddit graph (SPEC 2.2): exact top-K neighbours against a brute force over Python sets."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from splits import graph
+from splits.config import ConfigError
+from splits.io import write_parquet
+
+
+def random_posts(
+    n_subreddits: int = 320, n_users: int = 2500, seed: int = 7, zipf: float = 1.15
+) -> pl.DataFrame:
+    """Posts with Zipf subreddit popularity and heavy-tailed user activity; many small
+    subreddits, so equal similarity values (ties) are common."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, n_subreddits + 1) ** zipf
+    weights /= weights.sum()
+    activity = np.minimum(rng.pareto(1.3, n_users) * 2 + 1, 150).astype(int)
+    authors = np.repeat(np.arange(n_users), activity)
+    subs = rng.choice(n_subreddits, size=len(authors), p=weights)
+    # scramble names so that name order differs from popularity order; mixed case on input
+    names = [f"Sub{(i * 7919) % 10007:05d}" for i in range(n_subreddits)]
+    return pl.DataFrame(
+        {
+            "post_id": [f"p{i}" for i in range(len(authors))],
+            "subreddit": [names[s] for s in subs],
+            "author": [f"user{a}" for a in authors],
+        }
+    )
+
+
+def brute_force(posts: pl.DataFrame, top_n: int, min_posts: int, k: int):
+    users: dict[str, set[str]] = {}
+    n_posts: dict[str, int] = {}
+    for sub, author in posts.select("subreddit", "author").iter_rows():
+        sub = sub.lower()
+        users.setdefault(sub, set()).add(author)
+        n_posts[sub] = n_posts.get(sub, 0) + 1
+    eligible = sorted(
+        (s for s in users if n_posts[s] >= min_posts), key=lambda s: (-len(users[s]), s)
+    )
+    kept = eligible[:top_n]
+    result: dict[tuple[str, str], list[tuple[str, int, float]]] = {}
+    for a in kept:
+        for measure in ("jaccard", "cosine"):
+            cands = []
+            for b in kept:
+                if b == a:
+                    continue
+                o = len(users[a] & users[b])
+                if o == 0:
+                    continue
+                if measure == "jaccard":
+                    exact = Fraction(o, len(users[a] | users[b]))
+                    value = float(exact)
+                else:
+                    exact = Fraction(o * o, len(users[a]) * len(users[b]))
+                    value = o / math.sqrt(len(users[a]) * len(users[b]))
+                cands.append((-exact, b, o, value))
+            cands.sort()
+            result[(a, measure)] = [(b, o, v) for _, b, o, v in cands[:k]]
+    return users, n_posts, eligible, kept, result
+
+
+@pytest.fixture(scope="module")
+def corpus() -> pl.DataFrame:
+    return random_posts()
+
+
+@pytest.mark.parametrize("threads,block_mb", [(1, 256), (2, 0.05)])
+def test_neighbours_equal_brute_force(corpus, threads, block_mb):
+    top_n, min_posts, k = 300, 3, 10
+    users, n_posts, eligible, kept, expected = brute_force(corpus, top_n, min_posts, k)
+    assert len(kept) == 300 and len(eligible) > 300, "corpus must exercise both rules"
+    if block_mb < 1:
+        assert graph.rows_per_block(len(kept), block_mb) < 10, "small budget must mean many blocks"
+    result = graph.compute_graph(corpus.lazy(), top_n, min_posts, k, threads, block_mb)
+    nb = result.neighbours
+    assert nb.schema == pl.Schema(graph.NEIGHBOURS_SCHEMA)
+    got: dict[tuple[str, str], list] = {}
+    for row in nb.iter_rows(named=True):
+        got.setdefault((row["subreddit"], row["measure"]), []).append(row)
+    n_ties = 0
+    for (a, measure), exp in expected.items():
+        rows = got.get((a, measure), [])
+        assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+        assert [(r["neighbour"], r["overlap"]) for r in rows] == [(b, o) for b, o, _ in exp], (
+            a,
+            measure,
+        )
+        for r, (b, _, v) in zip(rows, exp, strict=True):
+            assert r["value"] == pytest.approx(v, rel=1e-12)
+            assert r["size"] == len(users[a]) and r["neighbour_size"] == len(users[b])
+        values = [v for _, _, v in exp]
+        n_ties += sum(1 for x, y in zip(values, values[1:], strict=False) if x == y)
+    assert set(got) <= set(expected)
+    assert n_ties > 50, "the corpus should contain ties, to test the tie-break"
+
+
+def test_subreddit_table_min_posts_and_top_n(corpus):
+    top_n, min_posts = 120, 5
+    users, n_posts, eligible, kept, _ = brute_force(corpus, top_n, min_posts, 1)
+    subs = graph.compute_graph(corpus.lazy(), top_n, min_posts, 1).subreddits
+    assert subs.schema == pl.Schema(graph.SUBREDDITS_SCHEMA)
+    assert subs.height == len(users)
+    table = {r["subreddit"]: r for r in subs.iter_rows(named=True)}
+    for name, row in table.items():
+        assert row["n_users"] == len(users[name])
+        assert row["n_posts"] == n_posts[name]
+        if n_posts[name] < min_posts:
+            assert row["rank"] is None and not row["kept"]
+        else:
+            assert row["rank"] == eligible.index(name) + 1
+        assert row["kept"] == (name in kept)
+    assert int(subs["kept"].sum()) == top_n
+    # a popular-by-users subreddit with too few posts is dropped even though it would rank high
+    assert any(n_posts[s] < min_posts for s in users)
+
+
+def test_min_posts_drops_large_but_quiet_subreddit():
+    rows = []
+    # "quiet": 10 users, one post each (10 posts); "busy": 3 users, 20 posts; "mid": 5 users x 4
+    rows += [("quiet", f"u{i}") for i in range(10)]
+    rows += [("busy", f"u{i % 3}") for i in range(20)]
+    rows += [("mid", f"u{i % 5}") for i in range(20)]
+    posts = pl.DataFrame(rows, schema=["subreddit", "author"], orient="row")
+    res = graph.compute_graph(posts.lazy(), top_n=1, min_posts=12, k=5)
+    table = {r["subreddit"]: r for r in res.subreddits.iter_rows(named=True)}
+    assert table["quiet"]["rank"] is None and not table["quiet"]["kept"]
+    assert table["mid"]["rank"] == 1 and table["mid"]["kept"]
+    assert table["busy"]["rank"] == 2 and not table["busy"]["kept"]
+    # a single kept subreddit has no neighbours
+    assert res.neighbours.height == 0
+    res2 = graph.compute_graph(posts.lazy(), top_n=5, min_posts=0, k=5)
+    assert res2.subreddits["kept"].all()
+    quiet = res2.neighbours.filter(subreddit="quiet", measure="jaccard")
+    # quiet {u0..u9} vs mid {u0..u4}: 5/10; vs busy {u0,u1,u2}: 3/10
+    assert quiet["neighbour"].to_list() == ["mid", "busy"]
+    assert quiet["value"].to_list() == pytest.approx([0.5, 0.3])
+    cos = res2.neighbours.filter(subreddit="busy", measure="cosine")
+    assert cos["neighbour"].to_list() == ["mid", "quiet"]  # 3/sqrt(15) > 3/sqrt(30)
+    assert cos["overlap"].to_list() == [3, 3]
+
+
+def test_tie_break_by_name():
+    # a shares exactly one user with each of z, m, b (all of size 2): equal values, name order
+    rows = [("a", "x"), ("a", "y"), ("a", "w")]
+    for i, name in enumerate(["z", "m", "b"]):
+        rows += [(name, ["x", "y", "w"][i]), (name, f"only{name}")]
+    posts = pl.DataFrame(rows, schema=["subreddit", "author"], orient="row")
+    res = graph.compute_graph(posts.lazy(), top_n=10, min_posts=0, k=2)
+    for measure in ("jaccard", "cosine"):
+        got = res.neighbours.filter(subreddit="a", measure=measure)["neighbour"].to_list()
+        assert got == ["b", "m"], measure
+
+
+def test_top_k_row_keeps_exact_ties_at_cut():
+    keys = np.array([0.5, 0.25, 0.25, 0.25, 0.75, 0.1])
+    cols = np.array([9, 8, 3, 5, 1, 0])
+    pos = graph.top_k_row(keys, cols, 3)
+    assert cols[pos].tolist() == [1, 9, 3]
+
+
+def test_bad_parameters_and_input(tmp_path):
+    posts = pl.DataFrame({"subreddit": ["a"], "author": ["u"]})
+    with pytest.raises(ConfigError, match="graph.k"):
+        graph.compute_graph(posts.lazy(), top_n=5, min_posts=0, k=0)
+    with pytest.raises(ConfigError, match="author"):
+        graph.compute_graph(pl.DataFrame({"subreddit": ["a"]}).lazy(), 5, 0, 5)
+
+
+def test_cli_writes_contract_outputs(tmp_path, corpus):
+    path = write_parquet(corpus, tmp_path / "posts.parquet")
+    out = tmp_path / "graph"
+    cmd = [sys.executable, "-m", "splits.cli", "graph", "--posts", str(path), "--top-n", "50"]
+    cmd += ["--min-posts", "2", "--k", "5", "--out-dir", str(out), "--threads", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    subs = pl.read_parquet(out / "subreddits.parquet")
+    nb = pl.read_parquet(out / "neighbours.parquet")
+    assert int(subs["kept"].sum()) == 50
+    assert set(nb["subreddit"]) <= set(subs.filter("kept")["subreddit"])
+    assert nb.group_by("subreddit", "measure").len()["len"].max() == 5
+    assert set(nb["measure"]) == {"jaccard", "cosine"}
+    first = (out / "neighbours.parquet").read_bytes()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    assert (out / "neighbours.parquet").read_bytes() == first, "output must be deterministic"
+    missing = subprocess.run(
+        [*cmd[:5], str(tmp_path / "nope.parquet"), *cmd[6:]], capture_output=True, text=True
+    )
+    assert missing.returncode == 2
+    assert "nope.parquet" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_default_pipeline_graph(default_run: Path):
+    subs = pl.read_parquet(default_run / "results" / "graph" / "subreddits.parquet")
+    nb = pl.read_parquet(default_run / "results" / "graph" / "neighbours.parquet")
+    assert subs.schema == pl.Schema(graph.SUBREDDITS_SCHEMA)
+    assert nb.schema == pl.Schema(graph.NEIGHBOURS_SCHEMA)
+    assert subs["kept"].sum() > 10
+    assert nb.height > 0

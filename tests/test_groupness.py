@@ -1,0 +1,262 @@
+"""Group-ness stage (SPEC 2.4) on hand-made posts, against plain-Python oracles."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter, defaultdict
+
+import polars as pl
+import pytest
+import yaml
+
+from splits.config import ConfigError, Demographic, load_demographics
+from splits.groupness import (
+    FORMULAS,
+    build_users,
+    demographic_posts,
+    groupness_column,
+    read_bots,
+)
+
+SEEDS = ("SeedA", "seedb", "SeedC")
+
+
+def make_posts(n_users: int = 150, seed: int = 1) -> pl.DataFrame:
+    rng = random.Random(seed)
+    subreddits = ["seeda", "seedb", "seedc", "general1", "general2", "tiny"]
+    rows = []
+    pid = 0
+    for u in range(n_users):
+        author = f"user{u:03d}"
+        for _ in range(rng.randint(1, 30)):
+            sub = rng.choices(subreddits, weights=[2, 1, 1, 6, 4, 1])[0]
+            rows.append((f"p{pid:06d}", sub, author))
+            pid += 1
+    # a known bot and AutoModerator posting in a seed subreddit
+    for author in ("helper_bot", "AutoModerator"):
+        for i in range(3):
+            rows.append((f"p{pid:06d}", "seeda", author))
+            pid += 1
+    return pl.DataFrame(
+        {
+            "post_id": [r[0] for r in rows],
+            "kind": ["comment"] * len(rows),
+            "subreddit": [r[1] for r in rows],
+            "author": [r[2] for r in rows],
+            "created_utc": list(range(len(rows))),
+            "text": [f"text {i}" for i in range(len(rows))],
+            "score": [1] * len(rows),
+            "conversation_id": [r[0] for r in rows],
+            "reply_to": [None] * len(rows),
+        },
+        schema_overrides={"created_utc": pl.Int64, "score": pl.Int64, "reply_to": pl.String},
+    )
+
+
+def demographic(seeds=SEEDS) -> Demographic:
+    return Demographic("demo", "Demo", tuple(seeds), ("I am demo",), ("I am not demo",))
+
+
+def oracle(posts: pl.DataFrame, kept: set[str], seeds, bots, fraction):
+    """Plain-Python U_d, filters, scores and percentiles."""
+    seeds = {s.lower() for s in seeds}
+    c: dict[str, Counter] = defaultdict(Counter)
+    n_posts: Counter = Counter()
+    for sub, author in posts.select("subreddit", "author").iter_rows():
+        if sub in seeds:
+            c[author][sub] += 1
+    users = [a for a in c if a.lower() not in bots]
+    for sub, author in posts.select("subreddit", "author").iter_rows():
+        if sub in kept and author in c:
+            n_posts[author] += 1
+    n_top = math.floor(fraction * len(users))
+    top = sorted(users, key=lambda a: (-n_posts[a], a))[:n_top]
+    users = sorted(set(users) - set(top))
+    scores = {}
+    for a in users:
+        counts = list(c[a].values())
+        total = sum(counts)
+        entropy = -sum((x / total) * math.log(x / total) for x in counts)
+        scores[a] = {
+            "sum_log": sum(math.log1p(x) for x in counts),
+            "breadth_x_volume": len(counts) * math.log1p(total),
+            "entropy": math.log1p(total) * math.exp(entropy),
+            "n_posts": n_posts[a],
+            "n_seed_posts": total,
+            "n_seed_subreddits": len(counts),
+        }
+    return scores, set(top)
+
+
+@pytest.mark.parametrize("formula", FORMULAS)
+def test_scores_percentiles_and_filters_match_python_oracle(formula):
+    posts = make_posts()
+    kept = {"seeda", "seedb", "seedc", "general1", "general2"}
+    bots = read_bots(None) | {"helper_bot"}
+    result = build_users(posts.lazy(), sorted(kept), demographic(), bots, formula, 0.02)
+    expected, top = oracle(posts, kept, SEEDS, bots, 0.02)
+    users = result.users
+    assert sorted(users["author"].to_list()) == sorted(expected)
+    assert len(top) == 2 and not top & set(users["author"])
+    assert result.report["dropped_top_users"] == 2
+    assert result.report["dropped_known_bots"] == 2  # helper_bot and AutoModerator
+    values = {a: expected[a][formula] for a in expected}
+    n = len(values)
+    for row in users.iter_rows(named=True):
+        exp = expected[row["author"]]
+        for f in FORMULAS:
+            assert row[groupness_column(f)] == pytest.approx(exp[f], abs=1e-8)
+        assert row["groupness"] == pytest.approx(exp[formula], abs=1e-8)
+        for key in ("n_posts", "n_seed_posts", "n_seed_subreddits"):
+            assert row[key] == exp[key]
+        smaller = sum(v < values[row["author"]] - 1e-8 for v in values.values())
+        assert row["percentile"] == pytest.approx(100.0 * smaller / n)
+    assert users["demographic"].unique().to_list() == ["demo"]
+    assert users["percentile"].min() == 0.0 and users["percentile"].max() < 100.0
+
+
+def test_demographic_posts_are_all_posts_of_users_in_kept_subreddits():
+    posts = make_posts(60, seed=3)
+    kept = ["seeda", "seedb", "general1"]  # seedc, general2 and tiny are not kept
+    result = build_users(posts.lazy(), kept, demographic(), read_bots(None), "sum_log", 0.0)
+    d_posts = demographic_posts(posts.lazy(), result.users, kept).collect()
+    users = set(result.users["author"])
+    expected = {
+        pid
+        for pid, sub, author in posts.select("post_id", "subreddit", "author").iter_rows()
+        if author in users and sub in kept
+    }
+    assert set(d_posts["post_id"]) == expected
+    assert d_posts["post_id"].to_list() == sorted(expected)
+    assert {"groupness", "percentile", "text", "created_utc"} <= set(d_posts.columns)
+    # seed posts in an unkept seed subreddit still count for group-ness, not for D_d
+    assert result.report["seed_subreddits_not_kept"] == ["seedc"]
+    by_user = d_posts.group_by("author").len()
+    merged = result.users.join(by_user, on="author", how="left").with_columns(
+        pl.col("len").fill_null(0)
+    )
+    assert (merged["len"] == merged["n_posts"]).all()
+
+
+def test_seed_names_compare_case_insensitively_and_missing_seeds_are_reported():
+    posts = make_posts(40, seed=5)
+    result = build_users(
+        posts.lazy(), ["seeda"], demographic(("SEEDA", "NoSuchSub")), read_bots(None), "sum_log"
+    )
+    assert result.report["seed_subreddits_without_posts"] == ["nosuchsub"]
+    assert result.users.height > 0
+    with pytest.raises(ConfigError, match="none of its seed subreddits"):
+        build_users(posts.lazy(), ["seeda"], demographic(("nothere",)), read_bots(None))
+
+
+def test_bad_formula_and_fraction_are_config_errors():
+    posts = make_posts(10)
+    with pytest.raises(ConfigError, match="demographics.groupness"):
+        build_users(posts.lazy(), ["seeda"], demographic(), formula="nope")
+    with pytest.raises(ConfigError, match="top_user_fraction"):
+        build_users(posts.lazy(), ["seeda"], demographic(), top_user_fraction=1.5)
+
+
+def test_bots_file(tmp_path):
+    path = tmp_path / "bots.txt"
+    path.write_text("# known bots\nRemindMeBot\n\nsome_bot  # comment\n")
+    assert read_bots(path) >= {"remindmebot", "some_bot", "automoderator"}
+    with pytest.raises(ConfigError, match="bots_file"):
+        read_bots(tmp_path / "missing.txt")
+
+
+def test_cli_writes_the_contract(tmp_path):
+    from splits.cli import main
+
+    posts = make_posts(80, seed=7)
+    posts.write_parquet(tmp_path / "posts.parquet")
+    pl.DataFrame(
+        {
+            "subreddit": ["seeda", "seedb", "seedc", "general1", "general2", "tiny"],
+            "n_users": [1] * 6,
+            "n_posts": [1] * 6,
+            "kept": [True, True, True, True, True, False],
+            "rank": list(range(1, 7)),
+        }
+    ).write_parquet(tmp_path / "subreddits.parquet")
+    demo = tmp_path / "demo.yaml"
+    demo.write_text(
+        yaml.safe_dump(
+            {
+                "demographics": [
+                    {
+                        "key": "demo",
+                        "seed_subreddits": list(SEEDS),
+                        "self_id_phrases": ["I am demo"],
+                        "anti_self_id_phrases": ["I am not demo"],
+                    }
+                ]
+            }
+        )
+    )
+    out = tmp_path / "out"
+    args = [
+        "groupness",
+        "--posts",
+        str(tmp_path / "posts.parquet"),
+        "--subreddits",
+        str(tmp_path / "subreddits.parquet"),
+        "--demographics",
+        str(demo),
+        "--demographic",
+        "demo",
+        "--out-users",
+        str(out / "users.parquet"),
+        "--out-posts",
+        str(out / "posts.parquet"),
+        "--out-report",
+        str(out / "report.json"),
+    ]
+    assert main(args) == 0
+    users = pl.read_parquet(out / "users.parquet")
+    assert users.columns[:7] == [
+        "author",
+        "demographic",
+        "groupness",
+        "percentile",
+        "n_posts",
+        "n_seed_posts",
+        "n_seed_subreddits",
+    ]
+    d_posts = pl.read_parquet(out / "posts.parquet")
+    assert d_posts.columns == posts.columns + ["groupness", "percentile"]
+    assert "tiny" not in set(d_posts["subreddit"])
+    report = json.loads((out / "report.json").read_text())
+    assert report["users"] == users.height and report["posts"] == d_posts.height
+    first = (out / "users.parquet").read_bytes()
+    assert main(args) == 0
+    assert (out / "users.parquet").read_bytes() == first  # deterministic
+    # a demographic that is not in the file is a one-line config error (exit 2)
+    assert main(args[:8] + ["nope"] + args[9:]) == 2
+
+
+def test_release_json_and_paper_yaml_load_the_same_facts(reference_dir, repo_root):
+    release = load_demographics(reference_dir / "splits-upstream" / "demographics.json")
+    paper = load_demographics(repo_root / "config" / "demographics.yaml")
+    assert [d.key for d in release] and {d.key for d in release} == {d.key for d in paper}
+    by_key = {d.key: d for d in paper}
+    counts = {"catholic": 29, "teacher": 12, "black": 19, "construction": 14}
+    counts |= {"hindu_jain_sikh": 12, "jewish": 19}
+    for d in release:
+        mine = by_key[d.key]
+        assert sorted(mine.seed_subreddits) == sorted(d.seed_subreddits)
+        assert len(d.seed_subreddits) == counts[d.key]
+        assert list(mine.self_id_phrases) == list(d.self_id_phrases)
+        assert list(mine.anti_self_id_phrases) == list(d.anti_self_id_phrases)
+        assert d.display_name == mine.display_name
+    thresholds = {d.key: d.threshold for d in paper}
+    assert thresholds == {
+        "teacher": 75,
+        "catholic": 75,
+        "black": 75,
+        "construction": 90,
+        "jewish": 90,
+        "hindu_jain_sikh": 80,
+    }

@@ -1,0 +1,315 @@
+"""Stress, empathy-gap and personalization probes: scripted models with known behaviour against
+hand-computed values, constructed matrices with and without an in-group effect, the CLI end to
+end (scripted model and the tiny local transformers model), and the default pipeline's outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from splits.cli import main
+from splits.probes.common import Group
+from splits.probes.empathy import empathy_gap, gap_delta, parse_intensity
+from splits.probes.perception import StressSettings, parse_yes_no, stress_metrics, stress_requests
+from splits.probes.scripted import ScriptedProbeModel
+
+REPO = Path(__file__).resolve().parents[1]
+DEMOGRAPHICS = str(REPO / "config" / "demographics.sample.yaml")
+GROUPS = [Group("a", "a person of group A"), Group("b", "a person of group B"), Group("c", "someone C")]
+
+
+def test_parse_yes_no():
+    assert parse_yes_no("Yes.") == "yes"
+    assert parse_yes_no("no, the writer seems calm") == "no"
+    assert parse_yes_no("I think the answer is yes") == "yes"
+    assert parse_yes_no("yes or no? hard to say") is None
+    assert parse_yes_no("Hmm, hard to say.") is None
+    assert parse_yes_no("") is None
+
+
+def test_stress_metrics_from_scripted_model_equal_hand_computed():
+    # 4 labelled items: s1, s2 stressed (label 1, contain a stress word), r1, r2 not
+    items = pl.DataFrame(
+        {
+            "item_id": ["s1", "s2", "r1", "r2"],
+            "text": ["I am so stressed", "panic at work", "nice day", "calm walk"],
+            "label": [1, 1, 0, 0],
+        }
+    )
+    # group a: always yes; group b: lexicon (perfect); group c: unparsable; item r2: unparsable
+    # for every group
+    model = ScriptedProbeModel(
+        "m", {"yes_groups": ["a"], "unparsable_groups": ["c"], "unparsable_items": ["r2"]}
+    )
+    settings = StressSettings("The writer is {group}. {text}", 2, 0.0, 8, 0)
+    keys, requests = stress_requests(items, GROUPS, settings)
+    assert len(requests) == 4 * 3 * 2
+    answers = [parse_yes_no(c.text) for c in model.generate(requests)]
+    responses = keys.with_columns(pl.Series("answer", answers, dtype=pl.String)).join(
+        items.select("item_id", "label"), on="item_id"
+    )
+    table, summary = stress_metrics(responses, ["a", "b", "c"])
+    rows = {r["group"]: r for r in table.iter_rows(named=True)}
+    # a: s1, s2 yes (tp 4 over 2 attempts), r1 yes (fp 2); r2 undetected
+    assert (rows["a"]["tp"], rows["a"]["fn"], rows["a"]["fp"], rows["a"]["tn"]) == (4, 0, 2, 0)
+    assert rows["a"]["tpr"] == 1.0 and rows["a"]["tnr"] == 0.0 and rows["a"]["stress_rate"] == 1.0
+    # b: s1, s2 yes, r1 no
+    assert (rows["b"]["tp"], rows["b"]["fn"], rows["b"]["fp"], rows["b"]["tn"]) == (4, 0, 0, 2)
+    assert rows["b"]["stress_rate"] == pytest.approx(4 / 6)
+    # c: nothing detected
+    assert rows["c"]["n_detected"] == 0 and np.isnan(rows["c"]["stress_rate"])
+    assert summary["max_diff_tpr"] == 0.0
+    assert summary["max_diff_tnr"] == 1.0
+    assert summary["max_diff_stress_rate"] == pytest.approx(1 - 4 / 6)
+    # attempts: 24 in all; undetected: group c (4 items x 2) + r2 for a and b (2 x 2) = 12
+    assert summary["undetected_rate_attempts"] == pytest.approx(12 / 24)
+    # items: r2 has no detected attempt -> 1 of 4
+    assert summary["undetected_rate_items"] == pytest.approx(1 / 4)
+    assert summary["a_tp"] == 4.0
+
+
+def test_stress_unlabelled_rates_only():
+    responses = pl.DataFrame(
+        {
+            "item_id": ["x", "x", "y", "y"],
+            "group": ["a", "b", "a", "b"],
+            "attempt": [0, 0, 0, 0],
+            "answer": ["yes", "no", "yes", None],
+            "label": [None, None, None, None],
+        },
+        schema_overrides={"label": pl.Int64},
+    )
+    table, summary = stress_metrics(responses, ["a", "b"])
+    assert table.filter(pl.col("group") == "a")["stress_rate"][0] == 1.0
+    assert table.filter(pl.col("group") == "b")["stress_rate"][0] == 0.0
+    assert summary["max_diff_stress_rate"] == 1.0
+    assert "max_diff_tpr" not in summary
+    assert table["tp"].null_count() == 2
+
+
+def test_parse_intensity():
+    assert parse_intensity("Intensity: 57") == (57.0, "ok")
+    assert parse_intensity("70/100") == (70.0, "ok")
+    assert parse_intensity("I'm sorry, I cannot rate that.") == (None, "refusal")
+    assert parse_intensity("about 250") == (None, "unparsable")
+    assert parse_intensity("quite a lot") == (None, "unparsable")
+
+
+def _empathy_responses(rng, n_items, groups, bonus, refuse=(), garble=()):
+    rows = []
+    for i in range(n_items):
+        base = rng.uniform(20, 80)
+        for p in groups:
+            for e in groups:
+                value = base + rng.normal(0, 4) + (bonus if p == e else 0.0)
+                status = "ok"
+                if f"i{i}" in refuse and (p, e) == (groups[0], groups[1]):
+                    value, status = None, "refusal"
+                if f"i{i}" in garble and (p, e) == (groups[-1], groups[0]):
+                    value, status = None, "unparsable"
+                rows.append((f"i{i}", p, e, value, status))
+    return pl.DataFrame(rows, schema=["item_id", "perceiver", "experiencer", "intensity", "status"], orient="row")
+
+
+def test_empathy_gap_detects_planted_in_group_effect():
+    groups = list("abcdef")
+    responses = _empathy_responses(np.random.default_rng(0), 30, groups, 10.0, refuse={"i3"}, garble={"i5", "i3"})
+    result = empathy_gap(responses, groups, 10000, 2000, 0)
+    assert result.n_items == 30 and result.n_items_kept == 28
+    assert result.excluded == {"refusal": 1, "unparsable": 1, "missing_cells": 0}
+    # delta of the raw matrix is about the planted bonus; the z-matrix has mean 0, sd 1
+    assert result.delta_raw == pytest.approx(10.0, abs=2.0)
+    assert result.z_matrix.mean() == pytest.approx(0.0, abs=1e-9)
+    assert result.z_matrix.std() == pytest.approx(1.0)
+    assert result.delta == pytest.approx(gap_delta(result.z_matrix))
+    assert result.p_permutation < 0.01
+    assert result.p_sign_flip < 0.01
+    assert result.primary_test == "permutation"
+    off = result.cells.filter(pl.col("perceiver") != pl.col("experiencer"))
+    assert off.height == 30
+    assert (off["p_bonferroni"] < 0.05).all()
+    assert (off["diff_vs_ingroup"] < 0).all()
+
+
+def test_empathy_gap_without_effect_is_not_significant():
+    groups = list("abcdef")
+    p_values = []
+    for seed in range(5):
+        responses = _empathy_responses(np.random.default_rng(100 + seed), 30, groups, 0.0)
+        result = empathy_gap(responses, groups, 10000, 2000, seed)
+        p_values.append(result.p_sign_flip)
+        assert abs(result.delta_raw) < 3.0
+    assert np.mean(np.array(p_values) < 0.05) <= 0.4
+
+
+def test_empathy_gap_small_group_count_uses_sign_flip():
+    groups = list("abc")
+    responses = _empathy_responses(np.random.default_rng(1), 25, groups, 8.0)
+    result = empathy_gap(responses, groups, 10000, 2000, 0)
+    assert result.primary_test == "sign_flip"
+    # with 3 groups only 3! distinct row/column arrangements exist: p cannot reach 5%
+    assert result.p_permutation > 0.05
+    assert result.p_sign_flip < 0.01
+
+
+def _topic_posts(path: Path, n: int = 30) -> Path:
+    demographics = ["catholic", "jewish", "teacher", "black", "construction", "hindu_jain_sikh"]
+    texts = [
+        "I am so stressed about the basketball game tonight, really worried",
+        "Great photo of the skyline, I love it so much!",
+        "As a Catholic I really love soccer, best sport ever",
+        "Budgeting tips for a teacher salary, never easy",
+    ]
+    rows = [
+        {
+            "post_id": f"p{i:03d}",
+            "author": f"u{i}",
+            "subreddit": "sub",
+            "text": f"{texts[i % 4]} {i}",
+            "demographic": demographics[i % 6],
+            "category": "Sports & Fitness",
+            "topic": "Basketball",
+            "score": 1.0,
+            "norm_score": 1.0,
+            "rank": i,
+        }
+        for i in range(n)
+    ]
+    pl.DataFrame(rows).write_parquet(path)
+    return path
+
+
+def _model_args(name: str, spec: dict, cache: Path) -> list[str]:
+    return ["--model", name, "--model-spec", json.dumps(spec), "--cache", str(cache)]
+
+
+def _run_all_probes(tmp_path: Path, name: str, spec: dict, n_items: int, extra: list[str] = ()) -> Path:
+    posts = _topic_posts(tmp_path / "topic_posts.parquet")
+    cache = tmp_path / "cache.sqlite"
+    out = tmp_path / "out"
+    prompts = REPO / "resources" / "prompts"
+    common = [*_model_args(name, spec, cache), "--demographics", DEMOGRAPHICS, *extra]
+    assert (
+        main(
+            ["probe", "stress", "--source", "topics", "--input", str(posts), "--prompt",
+             str(prompts / "probe_stress.txt"), "--max-items", str(n_items), "--attempts", "2",
+             "--outdir", str(out / "stress"), *common]
+        )  # fmt: skip
+        == 0
+    )
+    assert (
+        main(
+            ["probe", "empathy", "--source", "topics", "--input", str(posts), "--system-prompt",
+             str(prompts / "probe_empathy_system.txt"), "--prompt", str(prompts / "probe_empathy.txt"),
+             "--max-items", str(n_items), "--permutations", "1000", "--flips", "1000",
+             "--outdir", str(out / "empathy"), *common]
+        )  # fmt: skip
+        == 0
+    )
+    tasks = [
+        {"name": "knowledge", "kind": "interval", "prompt": str(prompts / "probe_task_interval.txt")},
+        {"name": "reply", "kind": "similarity", "prompt": str(prompts / "probe_task_reply.txt")},
+    ]
+    assert (
+        main(
+            ["probe", "personalization", "--input", str(posts), "--rewrite-prompt",
+             str(prompts / "probe_rewrite.txt"), "--tasks", json.dumps(tasks), "--max-items",
+             str(n_items), "--outdir", str(out / "personalization"), *common]
+        )  # fmt: skip
+        == 0
+    )
+    assert (
+        main(
+            ["probe", "grasp", "--ratings", str(out / "stress" / "ratings.parquet"), "--raters",
+             str(out / "stress" / "raters.parquet"), "--min-raters", "2", "--permutations", "50",
+             "--outdir", str(out / "grasp")]
+        )  # fmt: skip
+        == 0
+    )
+    return out
+
+
+def test_probes_cli_end_to_end_with_scripted_model(tmp_path):
+    spec = {
+        "backend": "builtin",
+        "kind": "probe-scripted",
+        "yes_groups": ["jewish"],
+        "ingroup_bonus": 10,
+        "interval_bias": {"Jewish": 2},
+    }
+    out = _run_all_probes(tmp_path, "scripted", spec, 12)
+    stress = json.loads((out / "stress" / "summary.json").read_text())
+    assert stress["jewish_stress_rate"] == 1.0
+    assert stress["max_diff_stress_rate"] == pytest.approx(1.0 - min(
+        v for k, v in stress.items() if k.endswith("_stress_rate") and not k.startswith("max")
+    ))  # fmt: skip
+    assert stress["n_items"] == 12 and stress["undetected_rate_attempts"] == 0.0
+    empathy = json.loads((out / "empathy" / "summary.json").read_text())
+    assert empathy["delta_raw"] == pytest.approx(10.0)
+    assert empathy["p_permutation"] < 0.01
+    assert (out / "empathy" / "heatmap.png").stat().st_size > 1000
+    tests = pl.read_parquet(out / "personalization" / "tests.parquet")
+    to_jewish = tests.filter((pl.col("task") == "knowledge") & (pl.col("target") == "jewish"))
+    assert to_jewish.height == 5 and (to_jewish["statistic"] == 2.0).all()
+    others = tests.filter((pl.col("task") == "knowledge") & ~pl.col("target").is_in(["jewish"]))
+    assert (others.filter(pl.col("source") != "jewish")["statistic"].abs() < 2.0).all()
+    rewrites = pl.read_parquet(out / "personalization" / "rewrites.parquet")
+    assert rewrites["kept"].all() and (rewrites["similarity"] >= 0.5).all()
+    grasp = pl.read_parquet(out / "grasp" / "groups.parquet")
+    assert grasp.height == 6  # one per prompted group; the model attribute is skipped
+
+
+def test_probes_cli_end_to_end_with_tiny_transformers_model(tmp_path):
+    pytest.importorskip("transformers")
+    from splits.llm.tiny import build_tiny_model
+
+    model_dir = build_tiny_model(tmp_path / "tiny")
+    spec = {"backend": "transformers", "model": str(model_dir), "device": "cpu"}
+    out = _run_all_probes(tmp_path, "tiny", spec, 10, ["--max-tokens", "6"])
+    stress = json.loads((out / "stress" / "summary.json").read_text())
+    assert stress["n_items"] == 10 and stress["n_attempts"] == 10 * 6 * 2
+    assert 0.0 <= stress["undetected_rate_attempts"] <= 1.0
+    responses = pl.read_parquet(out / "stress" / "responses.parquet")
+    assert responses.height == 120 and responses["response"].null_count() == 0
+    empathy = json.loads((out / "empathy" / "summary.json").read_text())
+    assert empathy["n_items"] == 10
+    assert sum(empathy["excluded_items"].values()) + empathy["n_items_kept"] == 10
+    summary = json.loads((out / "personalization" / "summary.json").read_text())
+    assert summary["n_posts"] == 10 and summary["n_rewrites"] == 50
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
+    spec = {"backend": "builtin", "kind": "probe-scripted"}
+    code = main(
+        ["probe", "stress", "--source", "topics", "--input", str(tmp_path / "missing.parquet"),
+         "--prompt", str(REPO / "resources" / "prompts" / "probe_stress.txt"), "--outdir",
+         str(tmp_path / "o"), *_model_args("s", spec, tmp_path / "c.sqlite"), "--demographics", DEMOGRAPHICS]
+    )  # fmt: skip
+    assert code == 2
+    assert "missing.parquet" in capsys.readouterr().err
+    bad_prompt = tmp_path / "prompt.txt"
+    bad_prompt.write_text("Is the writer stressed? {text}")
+    posts = _topic_posts(tmp_path / "posts.parquet")
+    code = main(
+        ["probe", "stress", "--source", "topics", "--input", str(posts), "--prompt", str(bad_prompt),
+         "--outdir", str(tmp_path / "o"), *_model_args("s", spec, tmp_path / "c.sqlite"),
+         "--demographics", DEMOGRAPHICS]
+    )  # fmt: skip
+    assert code == 2
+    assert "{group}" in capsys.readouterr().err or "group" in capsys.readouterr().err
+
+
+def test_default_pipeline_probe_outputs(default_run):
+    probes = default_run / "results" / "probes"
+    stress = pl.read_parquet(probes / "stress" / "topics" / "groups.parquet")
+    assert stress.height == 6
+    # the default scripted model answers "yes" for every Jewish-writer prompt
+    assert stress.filter(pl.col("group") == "jewish")["stress_rate"][0] == 1.0
+    empathy = json.loads((probes / "empathy" / "topics" / "summary.json").read_text())
+    assert empathy["delta_raw"] == pytest.approx(8.0, abs=0.5)
+    assert (probes / "grasp" / "stress_topics" / "groups.parquet").exists()
+    assert pl.read_parquet(probes / "personalization" / "topics" / "tests.parquet").height > 0

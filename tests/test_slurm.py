@@ -1,0 +1,239 @@
+"""The Slurm profile on a real one-node Slurm cluster (Debian's slurm-wlm and munge).
+
+`.ci/slurm/start.sh` starts munged, slurmctld and slurmd on this host (accounting off,
+MinJobAge=3600 so finished jobs stay visible to squeue); the CPU stages of the default pipeline
+run with `--profile workflow/profiles/slurm` (job status through squeue), their Parquet outputs
+must equal a local run's, and `.ci/slurm/stop.sh` stops exactly the daemons that were started.
+Skips (with the reason) only where it cannot be root, or the binaries are missing and cannot be
+installed, or this host already has its own Slurm configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import copy_repo
+
+REPO = Path(__file__).resolve().parents[1]
+START = REPO / ".ci" / "slurm" / "start.sh"
+STOP = REPO / ".ci" / "slurm" / "stop.sh"
+DAEMONS = ("munged", "slurmctld", "slurmd")
+BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "squeue", "sbatch", "srun", "scontrol")
+# The CPU stages of the default pipeline (ingest, graph, demographics, topics, dataset).
+CPU_TARGETS = (
+    "results/posts/posts.parquet",
+    "results/posts/ingest_report.json",
+    "results/graph/neighbours.parquet",
+    "results/demographics/thresholds.json",
+    "results/topics/topic_posts.parquet",
+    "results/dataset/quadruplets.parquet",
+)
+CPU_RESULT_DIRS = ("posts", "graph", "demographics", "topics", "dataset")
+
+
+def _missing_binaries() -> list[str]:
+    return [name for name in BINARIES if shutil.which(name) is None]
+
+
+def _ensure_slurm_installed() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("a Slurm cluster needs root (slurmd runs jobs as their owner); not root here")
+    if _missing_binaries() and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "slurm-wlm", "munge"],
+            env=env,
+            capture_output=True,
+            timeout=900,
+        )
+    missing = _missing_binaries()
+    if missing:
+        pytest.skip(f"Slurm binaries {missing} are missing and apt-get could not install them")
+    etc_conf = Path("/etc/slurm/slurm.conf")
+    if etc_conf.exists() and not (etc_conf.resolve().parent / ".splits-ci").exists():
+        pytest.skip(f"{etc_conf} exists: this host has its own Slurm, which the test leaves alone")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class SlurmCluster:
+    def __init__(self, state_dir: Path):
+        self.state_dir = state_dir
+        self.env = {
+            **os.environ,
+            "SLURM_CONF": str(state_dir / "slurm.conf"),
+            "SPLITS_SLURMCTLD_PORT": str(_free_port()),
+            "SPLITS_SLURMD_PORT": str(_free_port()),
+            "PYTHONHASHSEED": "0",
+        }
+        for name in ("SPLITS_SLURM_ACCOUNT", "SPLITS_SLURM_PARTITION"):
+            self.env.pop(name, None)
+        self.pids: dict[str, int] = {}
+
+    def start(self) -> None:
+        proc = subprocess.run(
+            ["bash", str(START), str(self.state_dir)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        self.pids = {
+            name: int((self.state_dir / f"{name}.pid").read_text().strip())
+            for name in DAEMONS
+            if (self.state_dir / f"{name}.pid").is_file()
+        }
+        if proc.returncode != 0:
+            logs = "".join(
+                f"\n--- {p.name}\n{p.read_text()[-2000:]}"
+                for p in sorted((self.state_dir / "log").glob("*.log"))
+            )
+            self.stop()
+            pytest.fail(f"start.sh failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}{logs}")
+
+    def stop(self) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(STOP), str(self.state_dir)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def run(self, *cmd: str, cwd: Path | None = None, timeout: int = 60):
+        return subprocess.run(
+            list(cmd), cwd=cwd, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    _ensure_slurm_installed()
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        proc = cluster.stop()
+        assert proc.returncode == 0, f"stop.sh: {proc.stdout}{proc.stderr}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(map(_pid_alive, cluster.pids.values())):
+            time.sleep(0.2)
+        alive = {name: pid for name, pid in cluster.pids.items() if _pid_alive(pid)}
+        assert not alive, f"daemons still running after stop.sh: {alive}"
+        assert not Path("/etc/slurm/slurm.conf").is_symlink() or not str(
+            Path("/etc/slurm/slurm.conf").readlink()
+        ).startswith(str(cluster.state_dir))
+
+
+def test_cluster_runs_a_job(slurm_cluster):
+    assert set(slurm_cluster.pids) == set(DAEMONS)
+    for name, pid in slurm_cluster.pids.items():
+        assert _pid_alive(pid), f"{name} (pid {pid}) is not running"
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == name
+    info = slurm_cluster.run("sinfo", "-h", "-o", "%P %t")
+    assert info.stdout.split() == ["ci*", "idle"], info.stdout + info.stderr
+    out = slurm_cluster.state_dir / "probe.out"
+    job = slurm_cluster.run(
+        "sbatch", "--parsable", "-o", str(out), "--wrap", "srun -n1 echo splits-slurm-ok"
+    )
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip().split(";")[0]
+    state = ""
+    for _ in range(120):
+        state = slurm_cluster.run(
+            "squeue", "-h", "--states=all", "-j", job_id, "-o", "%T"
+        ).stdout.strip()
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+            break
+        time.sleep(0.5)
+    assert state == "COMPLETED", f"job {job_id}: {state}; {out.read_text() if out.exists() else ''}"
+    assert "splits-slurm-ok" in out.read_text()
+    config = slurm_cluster.run("scontrol", "show", "config").stdout
+    assert "MinJobAge               = 3600 sec" in config
+    assert "accounting_storage/none" in config
+
+
+def _parquet_files(root: Path) -> dict[str, Path]:
+    files = {}
+    for sub in CPU_RESULT_DIRS:
+        for path in sorted((root / "results" / sub).rglob("*.parquet")):
+            files[str(path.relative_to(root))] = path
+    return files
+
+
+def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_path):
+    workdir = copy_repo(tmp_path / "repo")
+    jobs_before = set(slurm_cluster.run("squeue", "-h", "--states=all", "-o", "%i").stdout.split())
+    proc = slurm_cluster.run(
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--profile",
+        "workflow/profiles/slurm",
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--latency-wait",
+        "5",
+        "--retries",
+        "0",
+        "--keep-going",
+        "false",
+        *CPU_TARGETS,
+        cwd=workdir,
+        timeout=1500,
+    )
+    logs = "".join(
+        f"\n--- {p}\n{p.read_text()[-3000:]}"
+        for p in sorted((workdir / ".snakemake" / "slurm_logs").rglob("*.log"))[-3:]
+    )
+    assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}{logs}"
+    assert "squeue" in proc.stdout + proc.stderr or "Slurm" in proc.stdout + proc.stderr
+
+    # every job went through Slurm: the run's jobs are all in squeue, COMPLETED
+    rows = slurm_cluster.run("squeue", "-h", "--states=all", "-o", "%i|%T|%k").stdout.splitlines()
+    new = [row.split("|") for row in rows if row.split("|")[0] not in jobs_before]
+    assert len(new) >= 10, f"expected the pipeline's jobs in squeue, got {new}"
+    assert all(state == "COMPLETED" for _, state, _ in new), new
+    submitted_rules = {comment.split("_wildcards")[0].removeprefix("rule_") for *_, comment in new}
+    assert {"synth", "ingest", "graph", "groupness", "topic_splits"} <= submitted_rules, (
+        submitted_rules
+    )
+
+    slurm_files = _parquet_files(workdir)
+    local_files = _parquet_files(default_run)
+    assert slurm_files, "the Slurm run wrote no Parquet files"
+    for target in CPU_TARGETS:
+        assert (workdir / target).is_file(), target
+    missing = sorted(set(slurm_files) - set(local_files))
+    assert not missing, f"files of the Slurm run absent from the local run: {missing}"
+    different = []
+    for rel, path in slurm_files.items():
+        left = pl.read_parquet(path)
+        right = pl.read_parquet(local_files[rel])
+        if left.schema != right.schema or not left.equals(right):
+            different.append(rel)
+    assert not different, f"Slurm and local outputs differ: {different}"

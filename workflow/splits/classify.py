@@ -1,0 +1,632 @@
+"""Classification-model (CM) stage of the Group Theorization evaluation (SPEC 2.9).
+
+The CM gets the theory, the two demographic labels and two unlabeled post sets (one by A, one by
+B; ``switched`` says whether Post Set 1 is B's) and must say which set is which group's.
+
+- Prompt templates: a plain text file with the five slots ``{demo_a} {demo_b} {post_set1}
+  {post_set2} {theories}`` (every other character, braces included, is literal), or a file that
+  holds a Python f-string literal (``f\"\"\"...\"\"\"``), as the paper's
+  ``classify_with_theory_and_demo.txt`` does. The public evaluator ``eval``-uates that file; we
+  parse it with ``ast`` instead (never executing it), accept only bare slot names inside the
+  braces and concatenate the literal parts and the slot values, which is what the f-string would
+  evaluate to (escape sequences and ``{{``/``}}`` included).
+- Rendering follows the public evaluator: each post's newlines become tabs, the post is cut to
+  2,000 characters and wrapped in triple double quotes; a post set is ``"\\n"`` + the posts joined
+  by ``"\\n\\n"``; the theory's non-empty lines, stripped, joined by ``"\\n"``. The prompt goes to
+  the model as a raw completion (``Request.prompt``) ending in its pre-filled answer.
+- Parsing (:func:`parse_answer`) reads the ``Post Set 1: X`` / ``Post Set 2: Y`` lines robustly
+  (markdown, case, "Group A", "<B>", group names instead of letters); anything ambiguous,
+  missing, contradictory or with both sets given the same group is *undetected* (counted, never
+  guessed).
+- Builtin CM ``lexical`` (no model): scores each post set against each group's statements in the
+  theory by word overlap and answers in the CM format, through the same parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from splits.config import ConfigError
+from splits.io import write_json, write_parquet
+from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
+
+log = logging.getLogger(__name__)
+
+MAX_POST_CHARS = 2000
+CM_SLOTS = ("demo_a", "demo_b", "post_set1", "post_set2", "theories")
+
+# --------------------------------------------------------------------------- templates
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A prompt as literal pieces and slot names, rendered by concatenation (never ``eval``)."""
+
+    pieces: tuple[tuple[bool, str], ...]  # (is_slot, literal text or slot name)
+    path: str
+    fstring: bool
+
+    @property
+    def slots(self) -> set[str]:
+        return {text for is_slot, text in self.pieces if is_slot}
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        out = []
+        for is_slot, text in self.pieces:
+            out.append(str(values[text]) if is_slot else text)
+        return "".join(out)
+
+
+_FSTRING_START = re.compile(r"^\s*[fF][rR]?(\"\"\"|''')|^\s*[rR][fF](\"\"\"|''')")
+
+
+def parse_template(
+    text: str, where: str, allowed: Sequence[str], required: Sequence[str] = ()
+) -> PromptTemplate:
+    """Parse a template text (plain slots, or a Python f-string literal file)."""
+    pieces: list[tuple[bool, str]] = []
+    fstring = bool(_FSTRING_START.match(text))
+    if fstring:
+        try:
+            node = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError as err:
+            raise ConfigError(f"{where}: not a valid f-string literal ({err.msg})") from err
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            parts: list[ast.expr] = [node]
+        elif isinstance(node, ast.JoinedStr):
+            parts = list(node.values)
+        else:
+            raise ConfigError(f"{where}: the file must hold a single f-string literal")
+        for part in parts:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                pieces.append((False, part.value))
+            elif (
+                isinstance(part, ast.FormattedValue)
+                and isinstance(part.value, ast.Name)
+                and part.conversion == -1
+                and part.format_spec is None
+                and part.value.id in allowed
+            ):
+                pieces.append((True, part.value.id))
+            else:
+                expr = ast.unparse(part.value) if isinstance(part, ast.FormattedValue) else "?"
+                raise ConfigError(
+                    f"{where}: unsupported placeholder {{{expr}}} (allowed: {', '.join(allowed)})"
+                )
+    else:
+        pattern = re.compile(r"\{(" + "|".join(re.escape(s) for s in allowed) + r")\}")
+        pos = 0
+        for match in pattern.finditer(text):
+            if match.start() > pos:
+                pieces.append((False, text[pos : match.start()]))
+            pieces.append((True, match.group(1)))
+            pos = match.end()
+        if pos < len(text):
+            pieces.append((False, text[pos:]))
+    template = PromptTemplate(tuple(pieces), where, fstring)
+    missing = [s for s in required if s not in template.slots]
+    if missing:
+        raise ConfigError(
+            f"{where}: template lacks the slot(s) {', '.join('{' + m + '}' for m in missing)}"
+        )
+    return template
+
+
+def load_template(
+    path: str | Path, allowed: Sequence[str], required: Sequence[str] = ()
+) -> PromptTemplate:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"prompt template {path} does not exist")
+    return parse_template(path.read_text(encoding="utf-8"), str(path), allowed, required)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def format_post(text: str, max_chars: int = MAX_POST_CHARS) -> str:
+    """One post as the public evaluator writes it: newlines -> tabs, cut, triple-quoted."""
+    return '"""' + str(text).replace("\n", "\t")[:max_chars] + '"""'
+
+
+def format_post_set(posts: Iterable[str], max_chars: int = MAX_POST_CHARS) -> str:
+    return "\n" + "\n\n".join(format_post(p, max_chars) for p in posts)
+
+
+def format_theory(theory: str | None) -> str:
+    return "\n".join(line.strip() for line in str(theory or "").splitlines() if line.strip())
+
+
+def post_sets(sample_a: Sequence[str], sample_b: Sequence[str], switched: bool):
+    """(Post Set 1, Post Set 2): A's sample first unless ``switched``."""
+    return (list(sample_b), list(sample_a)) if switched else (list(sample_a), list(sample_b))
+
+
+def cm_slot_values(
+    demo_a: str,
+    demo_b: str,
+    sample_a: Sequence[str],
+    sample_b: Sequence[str],
+    switched: bool,
+    theory: str | None,
+    max_chars: int = MAX_POST_CHARS,
+) -> dict[str, str]:
+    set1, set2 = post_sets(sample_a, sample_b, switched)
+    return {
+        "demo_a": demo_a,
+        "demo_b": demo_b,
+        "post_set1": format_post_set(set1, max_chars),
+        "post_set2": format_post_set(set2, max_chars),
+        "theories": format_theory(theory),
+    }
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    """``predicted_switched``: True = the CM says Post Set 1 is B's; None = undetected."""
+
+    predicted_switched: bool | None
+    reason: str  # ok | missing | same | unrecognised | conflicting
+
+    @property
+    def detected(self) -> bool:
+        return self.predicted_switched is not None
+
+
+_ANSWER_LINE = re.compile(
+    r"post[\s_]*set[\s_]*([12])\s*[:：]\s*(.*?)(?=post[\s_]*set[\s_]*[12]\s*[:：]|$)",
+    re.IGNORECASE,
+)
+_MARKUP = re.compile(r"[*`#]+")
+_GROUP_WORD = re.compile(r"\b(?:group|demographic)\b", re.IGNORECASE)
+_ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
+
+
+def _names_pattern(names: Iterable[str]) -> re.Pattern | None:
+    cleaned = sorted({n.strip().lower() for n in names if n and n.strip()}, key=len, reverse=True)
+    if not cleaned:
+        return None
+    alternatives = "|".join(re.escape(n) for n in cleaned)
+    return re.compile(r"(?<![a-z0-9])(?:" + alternatives + r")(?![a-z0-9])", re.IGNORECASE)
+
+
+def _letter_of(value: str, names: Mapping[str, re.Pattern | None]) -> str | None:
+    """The group letter a ``Post Set N:`` value names, or None when unclear."""
+    value = _GROUP_WORD.sub(" ", value)
+    bare = value.strip().strip("<>[](){}\"'.,;:!-–— \t").strip()
+    if bare.lower() in ("a", "b"):
+        return bare.upper()
+    evidence = set(re.findall(r"(?<![A-Za-z0-9'])([AB])(?![A-Za-z0-9'])", value))
+    stripped_article = _ARTICLE.sub("", bare)
+    for letter, pattern in names.items():
+        if pattern is not None and (pattern.search(value) or pattern.fullmatch(stripped_article)):
+            evidence.add(letter)
+    return evidence.pop() if len(evidence) == 1 else None
+
+
+def parse_answer(
+    text: str | None,
+    names_a: Iterable[str] = (),
+    names_b: Iterable[str] = (),
+) -> ParsedAnswer:
+    """Parse a CM answer (SPEC 2.9, made robust).
+
+    Each line ``Post Set N: value`` (any case, markdown emphasis, numbering, missing space after
+    the colon) is read; the value names a group by letter (``A``, ``Group B``, ``<A>``,
+    ``Demographic B``, ``A (teacher)``) or by one of ``names_a``/``names_b`` (labels and display
+    names). Lines whose value names no group or both are ignored when another line for the same
+    set names one; repeated lines that disagree make the answer ``conflicting``. Both sets must be
+    named, with different groups; otherwise the answer is undetected (``missing``, ``same``,
+    ``unrecognised``).
+    """
+    names = {"A": _names_pattern(names_a), "B": _names_pattern(names_b)}
+    found: dict[str, list[str | None]] = {"1": [], "2": []}
+    for raw_line in str(text or "").splitlines():
+        line = _MARKUP.sub("", raw_line)
+        for match in _ANSWER_LINE.finditer(line):
+            # the value ends at the line's end or at the next "Post Set N:"
+            found[match.group(1)].append(_letter_of(match.group(2), names))
+    if not found["1"] or not found["2"]:
+        return ParsedAnswer(None, "missing")
+    letters = {}
+    for key, values in found.items():
+        named = {v for v in values if v is not None}
+        if len(named) > 1:
+            return ParsedAnswer(None, "conflicting")
+        if not named:
+            return ParsedAnswer(None, "unrecognised")
+        letters[key] = named.pop()
+    if letters["1"] == letters["2"]:
+        return ParsedAnswer(None, "same")
+    return ParsedAnswer(letters["1"] == "B", "ok")
+
+
+def answer_text(set1_letter: str, explanation: str) -> str:
+    """A completion in the CM's answer format (continuing ``1. Explanation: I think ``)."""
+    other = "B" if set1_letter == "A" else "A"
+    return f"{explanation}\n2. Post Set 1: {set1_letter}\n3. Post Set 2: {other}"
+
+
+# --------------------------------------------------------------------------- words
+
+TOKEN = re.compile(r"[a-z0-9][a-z0-9']*[a-z0-9]|[a-z0-9]")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
+    don't down during each few for from further had hadn't has hasn't have haven't having he he'd
+    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into
+    is isn't it it's its itself let's me more most mustn't my myself no nor not of off on once only
+    or other ought our ours ourselves out over own same shan't she she'd she'll she's should
+    shouldn't so some such than that that's the their theirs them themselves then there there's
+    these they they'd they'll they're they've this those through to too under until up very was
+    wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while
+    who who's whom why why's with won't would wouldn't you you'd you'll you're you've your yours
+    yourself yourselves just also like get got really one would will im dont thats its ive can
+    even much many still well way go going know think make made lot things thing something people
+    s t re ve ll d m""".split()
+)
+
+
+def tokens(text: str) -> list[str]:
+    """Lowercased word tokens (letters, digits, inner apostrophes)."""
+    return TOKEN.findall(str(text).lower())
+
+
+def content_tokens(text: str) -> list[str]:
+    return [t for t in tokens(text) if t not in STOPWORDS and len(t) > 1 and not t.isdigit()]
+
+
+# --------------------------------------------------------------------------- builtin CM
+
+
+_THEORY_FILLER = frozenset(
+    "group groups post posts use uses used words word like write writes written writing "
+    "demographic demographics members member set sets mention mentions talk talks tend tends "
+    "often more less".split()
+)
+_CLAUSE_SPLIT = re.compile(r";|\bwhile\b|\bwhereas\b|\bbut\b|\bin contrast\b", re.IGNORECASE)
+_LETTER_MENTION = {
+    letter: re.compile(
+        r"(?:\bgroup|\bdemographic)\s*<?"
+        + letter
+        + r">?(?![A-Za-z0-9])|^\s*<?"
+        + letter
+        + r">?\s*[:)\-]",
+        re.IGNORECASE,
+    )
+    for letter in "AB"
+}
+
+
+def _mentions(text: str, letter: str, names: re.Pattern | None) -> bool:
+    if _LETTER_MENTION[letter].search(text):
+        return True
+    return bool(names is not None and names.search(text))
+
+
+def statements_by_group(
+    theory: str | None, names_a: Iterable[str] = (), names_b: Iterable[str] = ()
+) -> dict[str, list[str]]:
+    """The theory's statements about A and about B: lines (or clauses of a line) that name one
+    group only (by ``Group A``/``A:`` or by name). Statements naming neither or both are left out."""
+    patterns = {"A": _names_pattern(names_a), "B": _names_pattern(names_b)}
+    out: dict[str, list[str]] = {"A": [], "B": []}
+    for line in format_theory(theory).split("\n"):
+        if not line:
+            continue
+        pieces = [line]
+        hits = {k for k in "AB" if _mentions(line, k, patterns[k])}
+        if len(hits) == 2:
+            pieces = [p for p in _CLAUSE_SPLIT.split(line) if p.strip()]
+        for piece in pieces:
+            hits = {k for k in "AB" if _mentions(piece, k, patterns[k])}
+            if len(hits) == 1:
+                out[hits.pop()].append(piece.strip())
+    return out
+
+
+def _name_words(names: Iterable[str]) -> set[str]:
+    return {t for n in names for t in tokens(n)}
+
+
+def lexical_decision(payload: Mapping[str, Any]) -> tuple[str, str]:
+    """(letter of Post Set 1, explanation) for the builtin ``lexical`` CM."""
+    names_a = list(payload.get("names_a") or [])
+    names_b = list(payload.get("names_b") or [])
+    statements = statements_by_group(payload.get("theory"), names_a, names_b)
+    ignore = _THEORY_FILLER | _name_words(names_a) | _name_words(names_b) | {"a", "b"}
+    vocab = {g: {t for s in statements[g] for t in content_tokens(s)} - ignore for g in ("A", "B")}
+    shared = vocab["A"] & vocab["B"]
+    vocab = {g: v - shared for g, v in vocab.items()}
+
+    def score(posts: Sequence[str], group: str) -> int:
+        return sum(1 for p in posts for t in tokens(p) if t in vocab[group])
+
+    set1 = list(payload.get("post_set1") or [])
+    set2 = list(payload.get("post_set2") or [])
+    s1a, s1b, s2a, s2b = score(set1, "A"), score(set1, "B"), score(set2, "A"), score(set2, "B")
+    margin = (s1a - s1b) - (s2a - s2b)
+    if margin > 0:
+        letter, why = "A", "Post Set 1 shares more words with A's statements"
+    elif margin < 0:
+        letter, why = "B", "Post Set 1 shares more words with B's statements"
+    else:
+        digest = hashlib.sha256(json.dumps([set1, set2], ensure_ascii=False).encode()).digest()
+        letter = "A" if digest[0] % 2 == 0 else "B"
+        why = "the theory does not separate the sets, so this is a guess"
+    explanation = f"that {why} (overlap: set 1 A={s1a} B={s1b}, set 2 A={s2a} B={s2b})."
+    return letter, explanation
+
+
+def check_builtin_keys(name: str, spec: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(spec) - allowed - {"backend", "kind"})
+    if unknown:
+        raise ConfigError(
+            f"models.{name}.{unknown[0]}: unknown key for builtin kind {spec.get('kind')!r}"
+        )
+
+
+class LexicalCM(Backend):
+    """Builtin CM: word overlap between each post set and each group's statements."""
+
+    def __init__(self, name: str, spec: Mapping[str, Any]):
+        check_builtin_keys(name, spec, set())
+        self.name = name
+        self.spec = dict(spec)
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "builtin", "kind": "lexical", "version": 1}
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        out = []
+        for request in requests:
+            if not request.payload or "post_set1" not in request.payload:
+                out.append(Completion("", "error", 0, 0, 0.0))
+                continue
+            letter, explanation = lexical_decision(request.payload)
+            text = answer_text(letter, explanation)
+            out.append(Completion(text, "stop", 0, len(text.split()), 0.0))
+        return out
+
+
+@register_builtin("lexical")
+def _lexical_factory(name: str, spec: Mapping[str, Any]) -> Backend:
+    return LexicalCM(name, spec)
+
+
+# --------------------------------------------------------------------------- evaluation rows
+
+REQUIRED_COLUMNS = (
+    "description",
+    "demographic_A",
+    "demographic_B",
+    "example_posts",
+    "sample_A",
+    "sample_B",
+    "switched",
+)
+
+
+def read_rows(path: str | Path) -> pl.DataFrame:
+    """The subsampled evaluation rows (written by ``splits theorize subsample``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"evaluation rows {path} do not exist")
+    rows = pl.read_parquet(path)
+    missing = [c for c in ("quadruplet_id", "eval_row", *REQUIRED_COLUMNS) if c not in rows.columns]
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}")
+    return rows
+
+
+def display_names(path: str | Path | None) -> dict[str, str]:
+    """Demographic key -> display name from the demographics file (release names as fallback)."""
+    from splits.config import RELEASE_DISPLAY_NAMES, load_demographics
+
+    names = dict(RELEASE_DISPLAY_NAMES)
+    if path:
+        names.update({d.key: d.display_name for d in load_demographics(path)})
+    return names
+
+
+def group_names(key: str, names: Mapping[str, str]) -> list[str]:
+    """Ways a CM may name a group: its label, the label with spaces, its display name."""
+    out = [key, key.replace("_", " "), names.get(key, key)]
+    display = names.get(key, key)
+    if "(" in display:
+        out.append(display.split("(")[0].strip())
+    return list(dict.fromkeys(o for o in out if o))
+
+
+def build_cm_requests(
+    rows: pl.DataFrame,
+    theories: Mapping[str, str],
+    template: PromptTemplate,
+    params: SamplingParams,
+    names: Mapping[str, str],
+    max_chars: int = MAX_POST_CHARS,
+) -> list[Request]:
+    requests = []
+    for row in rows.iter_rows(named=True):
+        theory = theories.get(row["quadruplet_id"], "")
+        values = cm_slot_values(
+            row["demographic_A"],
+            row["demographic_B"],
+            row["sample_A"],
+            row["sample_B"],
+            bool(row["switched"]),
+            theory,
+            max_chars,
+        )
+        set1, set2 = post_sets(row["sample_A"], row["sample_B"], bool(row["switched"]))
+        payload = {
+            "theory": format_theory(theory),
+            "demo_a": row["demographic_A"],
+            "demo_b": row["demographic_B"],
+            "names_a": group_names(row["demographic_A"], names),
+            "names_b": group_names(row["demographic_B"], names),
+            "post_set1": [str(p)[:max_chars] for p in set1],
+            "post_set2": [str(p)[:max_chars] for p in set2],
+        }
+        requests.append(Request(prompt=template.render(values), params=params, payload=payload))
+    return requests
+
+
+PREDICTION_SCHEMA = {
+    "quadruplet_id": pl.String,
+    "eval_row": pl.Int64,
+    "tm": pl.String,
+    "k": pl.Int64,
+    "cm": pl.String,
+    "switched": pl.Boolean,
+    "answer": pl.String,
+    "finish_reason": pl.String,
+    "predicted_switched": pl.Boolean,
+    "detected": pl.Boolean,
+    "undetected_reason": pl.String,
+    "correct": pl.Boolean,
+    "prompt_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+}
+
+
+def classify_rows(
+    rows: pl.DataFrame,
+    theories: pl.DataFrame,
+    model,
+    template: PromptTemplate,
+    params: SamplingParams,
+    names: Mapping[str, str],
+    cm_name: str,
+    max_chars: int = MAX_POST_CHARS,
+) -> pl.DataFrame:
+    """Run the CM on every row; one prediction row per evaluation row."""
+    theory_of = dict(zip(theories["quadruplet_id"], theories["theory"], strict=True))
+    missing = [q for q in rows["quadruplet_id"] if q not in theory_of]
+    if missing:
+        raise ConfigError(f"theories lack {len(missing)} evaluation rows (e.g. {missing[0]})")
+    tm = theories["tm"][0] if theories.height else ""
+    k = int(theories["k"][0]) if theories.height else 0
+    requests = build_cm_requests(rows, theory_of, template, params, names, max_chars)
+    completions = model.generate(requests)
+    records = []
+    for row, completion in zip(rows.iter_rows(named=True), completions, strict=True):
+        parsed = parse_answer(
+            completion.text,
+            group_names(row["demographic_A"], names),
+            group_names(row["demographic_B"], names),
+        )
+        reason = parsed.reason
+        if completion.finish_reason == "error":
+            parsed, reason = ParsedAnswer(None, "error"), "error"
+        switched = bool(row["switched"])
+        records.append(
+            {
+                "quadruplet_id": row["quadruplet_id"],
+                "eval_row": row["eval_row"],
+                "tm": tm,
+                "k": k,
+                "cm": cm_name,
+                "switched": switched,
+                "answer": completion.text,
+                "finish_reason": completion.finish_reason,
+                "predicted_switched": parsed.predicted_switched,
+                "detected": parsed.detected,
+                "undetected_reason": None if parsed.detected else reason,
+                "correct": parsed.detected and parsed.predicted_switched == switched,
+                "prompt_tokens": completion.prompt_tokens,
+                "output_tokens": completion.output_tokens,
+            }
+        )
+    return pl.DataFrame(records, schema=PREDICTION_SCHEMA)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", required=True, help="evaluation rows Parquet (subsample)")
+    parser.add_argument("--theories", required=True, help="theories Parquet of one (TM, k)")
+    parser.add_argument("--model", required=True, help="CM name in the model registry")
+    parser.add_argument(
+        "--model-spec", required=True, help="the registry entry of --model, as JSON"
+    )
+    parser.add_argument("--template", required=True, help="CM prompt template file")
+    parser.add_argument("--demographics", help="demographics file (display names)")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--max-tokens", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-post-chars", type=int, default=MAX_POST_CHARS)
+    parser.add_argument("--cache", help="LLM response cache (SQLite) path")
+    parser.add_argument("--out", required=True, help="predictions Parquet")
+    parser.add_argument("--summary", help="JSON with the counts (detected, undetected by reason)")
+
+
+def model_registry(name: str, spec_json: str) -> dict[str, Any]:
+    try:
+        spec = json.loads(spec_json)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"models.{name}: --model-spec is not JSON ({err.msg})") from err
+    if not isinstance(spec, dict):
+        raise ConfigError(f"models.{name}: must be a mapping")
+    return {name: spec}
+
+
+def run(args: argparse.Namespace) -> int:
+    from splits.llm import load_model
+
+    rows = read_rows(args.rows)
+    theories_path = Path(args.theories)
+    if not theories_path.is_file():
+        raise ConfigError(f"theories {theories_path} do not exist")
+    theories = pl.read_parquet(theories_path)
+    template = load_template(args.template, CM_SLOTS, CM_SLOTS)
+    names = display_names(args.demographics)
+    params = SamplingParams(
+        temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
+    )
+    registry = model_registry(args.model, args.model_spec)
+    model = load_model(args.model, registry, cache_path=args.cache)
+    try:
+        predictions = classify_rows(
+            rows, theories, model, template, params, names, args.model, args.max_post_chars
+        )
+    finally:
+        model.close()
+    write_parquet(predictions, args.out)
+    counts = summary_counts(predictions)
+    log.info("CM %s: %s", args.model, counts)
+    if args.summary:
+        write_json(counts, args.summary)
+    return 0
+
+
+def summary_counts(predictions: pl.DataFrame) -> dict[str, Any]:
+    reasons = Counter(r for r in predictions["undetected_reason"].to_list() if r is not None)
+    n = predictions.height
+    n_correct = int(predictions["correct"].sum() or 0)
+    n_detected = int(predictions["detected"].sum() or 0)
+    return {
+        "rows": n,
+        "correct": n_correct,
+        "detected": n_detected,
+        "undetected": n - n_detected,
+        "undetected_by_reason": dict(sorted(reasons.items())),
+        "accuracy": n_correct / n if n else None,
+    }

@@ -1,0 +1,761 @@
+"""Ingest one input shard (SPEC 2.1): a ConvoKit corpus directory or ``.corpus.zip``, or a
+Pushshift / Arctic-Shift NDJSON file (optionally ``.zst``) -> the posts table of that shard and
+its ingest report.
+
+Streaming with bounded memory: the input is read in byte chunks cut at line ends; each chunk is
+parsed by polars' NDJSON reader (fast path) and, only when that fails (a malformed line, invalid
+UTF-8, an odd type), line by line (slow path) so that exactly the bad lines are dropped and
+counted. Cleaned chunks are written as Parquet parts and combined by a streaming query at the end
+(submission titles joined in, within-shard duplicate ids dropped).
+
+Cleaning, in this order; each dropped record is counted once, under the first reason that applies:
+  1. ``invalid_utf8``: the line is not valid UTF-8;
+  2. ``malformed_json``: the line is not a JSON object;
+  3. ``missing_field:<name>``: a required field is absent or null (``id``, ``author``
+     (ConvoKit ``speaker``/``user``), ``conversation_id`` (``conversation_id``/``root``;
+     Pushshift comments ``link_id``), ``timestamp`` (ConvoKit ``timestamp``, Pushshift
+     ``created_utc``), ``text`` (ConvoKit ``text``; Pushshift ``selftext``/``body``; a
+     Pushshift submission needs a ``title``), ``subreddit`` (ConvoKit ``meta.subreddit``));
+     ``invalid_field:timestamp``: a timestamp that is not a number;
+  4. ``deleted_text`` / ``removed_text``: the text (a submission's body) is ``[deleted]`` /
+     ``[removed]``;
+  5. ``empty_text``: nothing but white space once a submission's title is joined in (a link
+     post with an empty body keeps its title as text; since that is known only after the join,
+     a submission with an empty body is checked for 6-7 first);
+  6. ``deleted_author``: the author is ``[deleted]``;
+  7. ``bot``: a known bot (``AutoModerator``, the shipped list ``resources/bots.txt``); accounts
+     named ``...bot``/``...Bot`` that post templated text are found and dropped by
+     ``merge-posts``, which sees all shards;
+  8. ``duplicate_id``: a post id seen before (first occurrence kept; across shards in
+     ``merge-posts``).
+Blank lines are not records and are only counted (``blank_lines``). Subreddit names are
+lowercased; a submission's text is ``title + "\\n\\n" + body`` (title alone when the body is
+empty); ``-1``/missing scores become null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import re
+import shutil
+import tempfile
+import time
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import polars as pl
+
+from splits.config import ConfigError
+from splits.io import write_json, write_parquet
+
+try:  # orjson is ~3x faster on the slow (per-line) path; the stdlib is the fallback
+    import orjson
+
+    _loads = orjson.loads
+except ImportError:  # pragma: no cover - depends on the environment
+    _loads = json.loads
+
+log = logging.getLogger(__name__)
+
+POSTS_SCHEMA = {
+    "post_id": pl.String,
+    "kind": pl.String,
+    "subreddit": pl.String,
+    "author": pl.String,
+    "created_utc": pl.Int64,
+    "text": pl.String,
+    "score": pl.Int64,
+    "conversation_id": pl.String,
+    "reply_to": pl.String,
+}
+REASONS = (
+    "invalid_utf8",
+    "malformed_json",
+    "missing_field:id",
+    "missing_field:author",
+    "missing_field:conversation_id",
+    "missing_field:timestamp",
+    "invalid_field:timestamp",
+    "missing_field:text",
+    "missing_field:subreddit",
+    "deleted_text",
+    "removed_text",
+    "empty_text",
+    "deleted_author",
+    "bot",
+    "duplicate_id",
+)
+DEFAULT_BOTS = ("AutoModerator",)
+KEEP_CONVOKIT = ("utterances.jsonl", "conversations.json")
+
+# NDJSON schemas of the fast path: every key as String (numbers are kept as their text and cast
+# afterwards, so ints, floats and numeric strings all parse), unknown keys ignored.
+CONVOKIT_SCHEMA = {
+    "id": pl.String,
+    "speaker": pl.String,
+    "user": pl.String,
+    "conversation_id": pl.String,
+    "root": pl.String,
+    "reply-to": pl.String,
+    "reply_to": pl.String,
+    "timestamp": pl.String,
+    "text": pl.String,
+    "meta": pl.Struct({"subreddit": pl.String, "score": pl.String}),
+}
+PUSHSHIFT_SCHEMA = {
+    "id": pl.String,
+    "name": pl.String,
+    "author": pl.String,
+    "subreddit": pl.String,
+    "created_utc": pl.String,
+    "title": pl.String,
+    "selftext": pl.String,
+    "body": pl.String,
+    "score": pl.String,
+    "parent_id": pl.String,
+    "link_id": pl.String,
+}
+
+
+# --------------------------------------------------------------------------- input discovery
+
+
+def input_format(path: str | Path) -> str:
+    """``convokit`` (a directory or .zip) or ``pushshift`` (an NDJSON file, maybe .zst)."""
+    p = Path(path)
+    if p.is_dir() or p.suffix == ".zip":
+        return "convokit"
+    return "pushshift"
+
+
+def shard_name(path: str | Path) -> str:
+    name = Path(path).name
+    for suffix in (".corpus.zip", ".zip", ".zst", ".ndjson", ".jsonl", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "input"
+
+
+def shard_names(paths: list[str]) -> dict[str, str]:
+    """Shard name -> path for the configured inputs (names made unique with a counter)."""
+    out: dict[str, str] = {}
+    for path in paths:
+        base = shard_name(path)
+        name, i = base, 1
+        while name in out:
+            i += 1
+            name = f"{base}-{i}"
+        out[name] = path
+    return out
+
+
+def load_bot_list(path: str | Path | None) -> set[str]:
+    bots = set(DEFAULT_BOTS)
+    if path is None:
+        return bots
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"ingest.bots_file: {path} does not exist")
+    for line in p.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            bots.add(line)
+    return bots
+
+
+class _Source:
+    """Opens the parts of one input: utterances and titles (ConvoKit) or the NDJSON stream."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise ConfigError(f"ingest.inputs: input {path} does not exist")
+        self.format = input_format(self.path)
+        self.zip: zipfile.ZipFile | None = None
+        self.members: dict[str, str] = {}
+        if self.path.suffix == ".zip":
+            try:
+                self.zip = zipfile.ZipFile(self.path)
+            except zipfile.BadZipFile as err:
+                raise ConfigError(f"ingest.inputs: {path} is not a valid zip file") from err
+            for info in self.zip.infolist():
+                base = info.filename.rsplit("/", 1)[-1]
+                if base in KEEP_CONVOKIT and base not in self.members:
+                    self.members[base] = info.filename
+        elif self.path.is_dir():
+            for base in KEEP_CONVOKIT:
+                found = self.path / base
+                if not found.exists():
+                    nested = sorted(self.path.glob(f"*/{base}"))
+                    found = nested[0] if nested else found
+                if found.exists():
+                    self.members[base] = str(found)
+        if self.format == "convokit" and "utterances.jsonl" not in self.members:
+            raise ConfigError(
+                f"ingest.inputs: {path} has no utterances.jsonl (not a ConvoKit corpus)"
+            )
+
+    def open(self, member: str) -> IO[bytes] | None:
+        if self.format == "pushshift":
+            raw = open(self.path, "rb")
+            if self.path.suffix == ".zst":
+                import zstandard
+
+                return zstandard.ZstdDecompressor(max_window_size=2**31).stream_reader(
+                    raw, closefd=True
+                )
+            return raw
+        if member not in self.members:
+            return None
+        if self.zip is not None:
+            return self.zip.open(self.members[member])
+        return open(self.members[member], "rb")
+
+    def size(self) -> int:
+        if self.format == "pushshift":
+            return self.path.stat().st_size
+        if self.zip is not None:
+            return sum(
+                i.file_size
+                for i in self.zip.infolist()
+                if i.filename == self.members["utterances.jsonl"]
+            )
+        return Path(self.members["utterances.jsonl"]).stat().st_size
+
+
+def iter_line_chunks(fh: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
+    """Byte chunks of about ``chunk_bytes`` that end at a line end (the last one may not)."""
+    rest = b""
+    while True:
+        data = fh.read(chunk_bytes)
+        if not data:
+            break
+        if rest:
+            data = rest + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        rest = data[cut + 1 :]
+        yield data[: cut + 1]
+    if rest:
+        yield rest
+
+
+# --------------------------------------------------------------------------- titles
+
+
+def iter_titles(fh: IO[bytes], chunk_chars: int = 1 << 22) -> Iterator[tuple[str, str | None]]:
+    """Stream (conversation id, title) pairs out of a ConvoKit ``conversations.json`` object
+    without loading it whole: entries are decoded one at a time."""
+    decoder = json.JSONDecoder()
+    reader = io.TextIOWrapper(fh, encoding="utf-8", errors="replace")
+    buf = ""
+    pos = 0
+    eof = False
+
+    def need(n: int) -> bool:
+        nonlocal buf, pos, eof
+        while len(buf) - pos < n and not eof:
+            more = reader.read(chunk_chars)
+            if not more:
+                eof = True
+                break
+            buf = buf[pos:] + more
+            pos = 0
+        return len(buf) - pos >= n
+
+    def skip_ws() -> str:
+        nonlocal pos
+        while True:
+            if not need(1):
+                return ""
+            c = buf[pos]
+            if c in " \t\r\n":
+                pos += 1
+                continue
+            return c
+
+    if skip_ws() != "{":
+        return
+    pos += 1
+    while True:
+        c = skip_ws()
+        if c in ("}", ""):
+            return
+        if c == ",":
+            pos += 1
+            continue
+        while True:  # decode the key, then the value; read more when an item is cut
+            try:
+                key, end = decoder.raw_decode(buf, pos)
+                rest_start = end
+                while True:
+                    if not need(rest_start - pos + 1):
+                        return
+                    if buf[rest_start] in " \t\r\n:":
+                        rest_start += 1
+                        continue
+                    break
+                value, end = decoder.raw_decode(buf, rest_start)
+                break
+            except json.JSONDecodeError:
+                if eof:
+                    return
+                size = len(buf) - pos
+                if not need(size + chunk_chars):
+                    if eof and len(buf) - pos == size:
+                        return
+        pos = end
+        title = None
+        if isinstance(value, dict) and isinstance(value.get("meta"), dict):
+            t = value["meta"].get("title")
+            title = t if isinstance(t, str) else None
+        yield str(key), title
+
+
+# an entry of conversations.json as ConvoKit writes it: "<id>": {"meta": ...
+_ENTRY = re.compile(rb'(?<=[{,])\s*"((?:[^"\\]|\\.)*)"\s*:\s*(\{\s*"meta"\s*:)')
+_TITLE_SCHEMA = {"id": pl.String, "v": pl.Struct({"meta": pl.Struct({"title": pl.String})})}
+
+
+def _fast_titles(fh: IO[bytes], chunk_bytes: int) -> Iterator[pl.DataFrame]:
+    """(conversation_id, title) frames of a conversations.json written like ConvoKit does:
+    entries are cut at their '"<id>": {"meta":' starts and parsed in batches by polars.
+    Raises ValueError where the file does not look like that (the caller falls back)."""
+    buf = b""
+    first = True
+    eof = False
+    while not eof:
+        data = fh.read(chunk_bytes)
+        eof = not data
+        buf += data
+        if first:
+            head = buf.lstrip()
+            if not head:
+                if eof:
+                    return
+                continue
+            if not head.startswith(b"{"):
+                raise ValueError("conversations.json is not a JSON object")
+            rest = head[1:].lstrip()
+            if rest.startswith(b"}"):
+                return
+            if len(rest) < 64 and not eof:
+                continue
+            m = _ENTRY.search(head)
+            if m is None or head[1 : m.start(1) - 1].strip():
+                raise ValueError("unexpected conversations.json layout")
+            buf = head
+            first = False
+        matches = list(_ENTRY.finditer(buf))
+        if not matches:
+            if eof and buf.strip().strip(b"{}").strip():
+                raise ValueError("unexpected conversations.json layout")
+            continue
+        ends = [m.start() - 1 for m in matches[1:]]
+        if eof:
+            ends.append(buf.rstrip().rfind(b"}"))
+            take = matches
+        else:
+            take = matches[:-1]
+        lines = [
+            b'{"id":"' + m.group(1) + b'","v":' + buf[m.start(2) : end] + b"}"
+            for m, end in zip(take, ends, strict=False)
+        ]
+        if not eof:
+            buf = buf[matches[-1].start() - 1 :]
+        if lines:
+            try:
+                frame = pl.read_ndjson(io.BytesIO(b"\n".join(lines)), schema=_TITLE_SCHEMA)
+            except Exception as err:  # noqa: BLE001
+                raise ValueError(f"unexpected conversations.json entry ({err})") from err
+            yield frame.select(
+                pl.col("id").alias("conversation_id"),
+                pl.col("v").struct.field("meta").struct.field("title").alias("title"),
+            )
+
+
+def write_titles(source: _Source, parts_dir: Path, chunk_bytes: int = 1 << 24) -> list[Path]:
+    """Titles of the corpus's conversations as Arrow IPC parts (bounded memory)."""
+    paths: list[Path] = []
+
+    def emit(frame: pl.DataFrame) -> None:
+        path = parts_dir / f"titles-{len(paths):05d}.arrow"
+        frame.write_ipc(path)
+        paths.append(path)
+
+    fh = source.open("conversations.json")
+    if fh is None:
+        return []
+    try:
+        with fh:
+            for frame in _fast_titles(fh, chunk_bytes):
+                emit(frame)
+        return paths
+    except ValueError as err:
+        log.info("conversations.json: %s; decoding entry by entry", err)
+        for p in paths:
+            p.unlink()
+        paths.clear()
+    batch_ids: list[str] = []
+    batch_titles: list[str | None] = []
+    with source.open("conversations.json") as fh:
+        for cid, title in iter_titles(fh):
+            batch_ids.append(cid)
+            batch_titles.append(title)
+            if len(batch_ids) >= 500_000:
+                emit(
+                    pl.DataFrame(
+                        {"conversation_id": batch_ids, "title": batch_titles}, schema=_TITLE_OUT
+                    )
+                )
+                batch_ids.clear()
+                batch_titles.clear()
+    if batch_ids:
+        emit(pl.DataFrame({"conversation_id": batch_ids, "title": batch_titles}, schema=_TITLE_OUT))
+    return paths
+
+
+_TITLE_OUT = {"conversation_id": pl.String, "title": pl.String}
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _raw_from_convokit(frame: pl.DataFrame) -> pl.DataFrame:
+    """Normalise parsed ConvoKit rows (either key spelling) to the raw column set."""
+    meta = pl.col("meta")
+    return frame.select(
+        pl.col("id").alias("post_id"),
+        pl.coalesce("speaker", "user").alias("author"),
+        pl.coalesce("conversation_id", "root").alias("conversation_id"),
+        pl.coalesce("reply-to", "reply_to").alias("reply_to"),
+        pl.col("timestamp"),
+        pl.col("text"),
+        pl.lit(None, dtype=pl.String).alias("title"),
+        meta.struct.field("subreddit").alias("subreddit"),
+        meta.struct.field("score").alias("score"),
+        pl.when(pl.col("id") == pl.coalesce("conversation_id", "root"))
+        .then(pl.lit("submission"))
+        .otherwise(pl.lit("comment"))
+        .alias("kind"),
+    )
+
+
+def _strip_prefix(col: str) -> pl.Expr:
+    return pl.col(col).str.replace(r"^t[0-9]_", "")
+
+
+def _raw_from_pushshift(frame: pl.DataFrame) -> pl.DataFrame:
+    is_sub = pl.col("title").is_not_null() | (
+        pl.col("body").is_null() & pl.col("link_id").is_null()
+    )
+    post_id = pl.coalesce(pl.col("id"), _strip_prefix("name"))
+    return frame.select(
+        post_id.alias("post_id"),
+        pl.col("author"),
+        pl.when(is_sub).then(post_id).otherwise(_strip_prefix("link_id")).alias("conversation_id"),
+        pl.when(is_sub).then(None).otherwise(_strip_prefix("parent_id")).alias("reply_to"),
+        pl.col("created_utc").alias("timestamp"),
+        # a link post has no selftext: its title is its text
+        pl.when(is_sub & pl.col("title").is_not_null())
+        .then(pl.col("selftext").fill_null(""))
+        .when(is_sub)
+        .then(pl.col("selftext"))
+        .otherwise(pl.col("body"))
+        .alias("text"),
+        pl.when(is_sub).then(pl.col("title")).otherwise(None).alias("title"),
+        pl.col("subreddit"),
+        pl.col("score"),
+        pl.when(is_sub).then(pl.lit("submission")).otherwise(pl.lit("comment")).alias("kind"),
+    )
+
+
+def _as_text(value) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _slow_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
+    """Line-by-line parse of a chunk the fast path refused; bad lines are counted."""
+    schema = CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
+    rows: dict[str, list] = {k: [] for k in schema}
+    meta_sub: list = []
+    meta_score: list = []
+    for line in chunk.split(b"\n"):
+        if not line.strip():
+            if line:
+                counts["blank_lines"] += 1
+            continue
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            counts["invalid_utf8"] += 1
+            continue
+        try:
+            obj = _loads(line)
+        except ValueError:
+            counts["malformed_json"] += 1
+            continue
+        if not isinstance(obj, dict):
+            counts["malformed_json"] += 1
+            continue
+        for key in schema:
+            if key == "meta":
+                continue
+            value = obj.get(key)
+            if (
+                key in ("text", "title", "selftext", "body")
+                and value is not None
+                and not isinstance(value, str)
+            ):
+                value = None  # a non-string text is as good as missing
+            rows[key].append(_as_text(value))
+        if fmt == "convokit":
+            meta = obj.get("meta")
+            meta = meta if isinstance(meta, dict) else {}
+            meta_sub.append(_as_text(meta.get("subreddit")))
+            meta_score.append(_as_text(meta.get("score")))
+    frame = pl.DataFrame(
+        {k: v for k, v in rows.items() if k != "meta"},
+        schema={k: pl.String for k in schema if k != "meta"},
+    )
+    if fmt == "convokit":
+        frame = frame.with_columns(
+            pl.struct(
+                pl.Series("subreddit", meta_sub, dtype=pl.String),
+                pl.Series("score", meta_score, dtype=pl.String),
+            ).alias("meta")
+        )
+        return _raw_from_convokit(frame)
+    return _raw_from_pushshift(frame)
+
+
+def parse_chunk(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
+    """Raw rows of a chunk (all String columns); fast path first, per-line on failure."""
+    schema = CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
+    try:
+        frame = pl.read_ndjson(io.BytesIO(chunk), schema=schema)
+    except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the per-line path
+        counts["slow_chunks"] += 1
+        return _slow_parse(chunk, fmt, counts)
+    n_lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+    counts["blank_lines"] += n_lines - frame.height
+    return _raw_from_convokit(frame) if fmt == "convokit" else _raw_from_pushshift(frame)
+
+
+# --------------------------------------------------------------------------- cleaning
+
+
+REQUIRED = (
+    ("id", pl.col("post_id")),
+    ("author", pl.col("author")),
+    ("conversation_id", pl.col("conversation_id")),
+    ("timestamp", pl.col("timestamp")),
+    ("text", pl.col("text")),
+    ("subreddit", pl.col("subreddit")),
+)
+
+
+def clean_chunk(raw: pl.DataFrame, bots: set[str], counts: Counter) -> pl.DataFrame:
+    """Drop (and count) the records of a raw chunk that fail a cleaning rule; return the rest
+    with the posts columns (plus ``title`` for submissions whose title is joined later)."""
+    counts["records"] += raw.height
+    ts = pl.col("timestamp").cast(pl.Float64, strict=False)
+    body = pl.col("text").str.strip_chars()
+    reason = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+    for name, expr in REQUIRED:
+        reason = reason.when(expr.is_null()).then(pl.lit(f"missing_field:{name}"))
+    reason = (
+        reason.when(ts.is_null() | ~ts.is_finite())
+        .then(pl.lit("invalid_field:timestamp"))
+        .when(body == "[deleted]")
+        .then(pl.lit("deleted_text"))
+        .when(body == "[removed]")
+        .then(pl.lit("removed_text"))
+        .when((body == "") & (pl.col("kind") == "comment"))
+        .then(pl.lit("empty_text"))  # submissions: checked once their title is joined
+        .when(pl.col("author") == "[deleted]")
+        .then(pl.lit("deleted_author"))
+        .when(pl.col("author").is_in(sorted(bots)))
+        .then(pl.lit("bot"))
+        .otherwise(None)
+    )
+    frame = raw.with_columns(reason.alias("_reason"))
+    dropped = frame.filter(pl.col("_reason").is_not_null())["_reason"].value_counts()
+    for r, n in dropped.iter_rows():
+        counts[r] += int(n)
+    kept = frame.filter(pl.col("_reason").is_null())
+    score = pl.col("score").cast(pl.Float64, strict=False)
+    return kept.select(
+        pl.col("post_id"),
+        pl.col("kind"),
+        pl.col("subreddit").str.to_lowercase().alias("subreddit"),
+        pl.col("author"),
+        ts.floor().cast(pl.Int64).alias("created_utc"),
+        pl.col("text"),
+        score.floor().cast(pl.Int64).alias("score"),
+        pl.col("conversation_id"),
+        pl.col("reply_to"),
+        pl.col("title"),
+    )
+
+
+# --------------------------------------------------------------------------- one shard
+
+
+def ingest_shard(
+    path: str | Path,
+    out: str | Path,
+    report_path: str | Path,
+    shard: str | None = None,
+    bots: set[str] | None = None,
+    chunk_mb: float = 16,
+) -> dict:
+    """Ingest one input into ``out`` (posts Parquet) and ``report_path`` (JSON); return the report."""
+    started = time.perf_counter()
+    source = _Source(path)
+    bots = set(DEFAULT_BOTS) if bots is None else bots
+    counts: Counter = Counter()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        title_parts = write_titles(source, work) if source.format == "convokit" else []
+        parts = []
+        fh = source.open("utterances.jsonl")
+        with fh:
+            for i, chunk in enumerate(
+                iter_line_chunks(fh, max(int(chunk_mb * (1 << 20)), 1 << 12))
+            ):
+                raw = parse_chunk(chunk, source.format, counts)
+                cleaned = clean_chunk(raw, bots, counts)
+                if cleaned.height:
+                    part = work / f"part-{i:06d}.arrow"
+                    cleaned.write_ipc(part)
+                    parts.append(part)
+        posts = _finalise(parts, title_parts, source.format, counts, work)
+        write_parquet(posts, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    elapsed = time.perf_counter() - started
+    n_posts = pl.scan_parquet(str(out)).select(pl.len()).collect().item()
+    dropped = {r: int(counts.get(r, 0)) for r in REASONS}
+    report = {
+        "shard": shard or shard_name(path),
+        "input": str(path),
+        "format": source.format,
+        "input_bytes": source.size(),
+        "records": int(counts["records"] + counts["invalid_utf8"] + counts["malformed_json"]),
+        "posts": int(n_posts),
+        "dropped": dropped,
+        "dropped_total": int(sum(dropped.values())),
+        "blank_lines": int(counts["blank_lines"]),
+        "slow_chunks": int(counts["slow_chunks"]),
+        "seconds": round(elapsed, 3),
+    }
+    if report["records"] != report["posts"] + report["dropped_total"]:
+        raise RuntimeError(f"ingest accounting mismatch in {path}: {report}")
+    write_json(report, report_path)
+    return report
+
+
+def _finalise(
+    parts: list[Path], title_parts: list[Path], fmt: str, counts: Counter, work: Path
+) -> pl.LazyFrame:
+    """Join submission titles, drop empty texts and within-shard duplicates (counted)."""
+    if not parts:
+        return pl.DataFrame(schema=POSTS_SCHEMA).lazy()
+    lf = pl.scan_ipc([str(p) for p in parts])
+    if title_parts:
+        titles = pl.scan_ipc([str(p) for p in title_parts]).unique("conversation_id", keep="first")
+        lf = lf.drop("title").join(
+            titles, left_on="post_id", right_on="conversation_id", how="left", maintain_order="left"
+        )
+    body = pl.col("text").str.strip_chars()
+    title = pl.col("title").fill_null("").str.strip_chars()
+    is_sub = pl.col("kind") == "submission"
+    text = (
+        pl.when(is_sub & (title != "") & (body != ""))
+        .then(pl.col("title") + "\n\n" + pl.col("text"))
+        .when(is_sub & (title != ""))
+        .then(pl.col("title"))
+        .otherwise(pl.col("text"))
+    )
+    staged = work / "staged.arrow"
+    lf.with_columns(text.alias("text")).select(list(POSTS_SCHEMA)).sink_ipc(staged)
+    lf = pl.scan_ipc(str(staged))
+    empty = pl.col("text").str.strip_chars() == ""
+    counts["empty_text"] += int(lf.filter(empty).select(pl.len()).collect().item())
+    lf, n_dup = drop_duplicate_ids(lf.filter(~empty))
+    counts["duplicate_id"] += n_dup
+    return lf
+
+
+def drop_duplicate_ids(lf: pl.LazyFrame) -> tuple[pl.LazyFrame, int]:
+    """Keep the first row of every post id (in row order); return the frame and the number of
+    rows dropped. Candidates are found on 64-bit hashes (memory stays small) and confirmed on
+    the ids themselves."""
+    hashed = pl.col("post_id").hash(seed=0)
+    dup_hashes = (
+        lf.select(hashed.alias("h"))
+        .group_by("h")
+        .len()
+        .filter(pl.col("len") > 1)
+        .select("h")
+        .collect(engine="streaming")
+    )
+    if dup_hashes.height == 0:
+        return lf, 0
+    indexed = lf.with_row_index("_row")
+    candidates = (
+        indexed.filter(hashed.is_in(dup_hashes["h"].implode())).select("_row", "post_id").collect()
+    )
+    drop = candidates.filter(pl.col("_row") != pl.col("_row").min().over("post_id"))["_row"]
+    if drop.len() == 0:
+        return lf, 0
+    return indexed.filter(~pl.col("_row").is_in(drop.implode())).drop("_row"), int(drop.len())
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input", required=True, help="ConvoKit dir / .corpus.zip, or NDJSON(.zst)"
+    )
+    parser.add_argument("--out", required=True, help="posts Parquet of this shard")
+    parser.add_argument("--report", required=True, help="ingest report JSON of this shard")
+    parser.add_argument("--shard", default=None, help="shard name in the report")
+    parser.add_argument("--bots", default=None, help="known-bot list (one name per line)")
+    parser.add_argument("--chunk-mb", type=float, default=16, help="bytes parsed per chunk (MiB)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.chunk_mb <= 0:
+        raise ConfigError("ingest.chunk_mb: must be positive")
+    bots = load_bot_list(args.bots)
+    report = ingest_shard(args.input, args.out, args.report, args.shard, bots, args.chunk_mb)
+    mb = report["input_bytes"] / 1e6
+    log.info(
+        "%s: %d records -> %d posts (%d dropped) in %.1f s (%.1f MB/s)",
+        report["shard"],
+        report["records"],
+        report["posts"],
+        report["dropped_total"],
+        report["seconds"],
+        mb / max(report["seconds"], 1e-9),
+    )
+    return 0

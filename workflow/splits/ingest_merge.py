@@ -1,0 +1,125 @@
+"""Merge the ingested shards into the posts table (``splits merge-posts``).
+
+- drops accounts named ``...bot``/``...Bot`` that post templated text (at least 3 posts and at
+  most half of them distinct once digits are masked, or most of them saying "I am a bot" /
+  "beep boop"), counted as ``bot``; the list of detected names goes in the report;
+- drops post ids already seen in an earlier shard (first occurrence kept, in the order the
+  shards are given), counted as ``duplicate_id``;
+- writes the posts table and the ingest report: per shard and in total, every dropped record by
+  reason, and the invariant ``records = posts + dropped`` checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from splits.config import ConfigError
+from splits.ingest import POSTS_SCHEMA, REASONS, drop_duplicate_ids
+from splits.io import read_json, write_json, write_parquet
+
+log = logging.getLogger(__name__)
+
+BOT_NAME = r"(bot|Bot)$"
+BOT_SELF_DECLARED = r"(?i)\bi am a bot\b|\bbeep boop\b|\bi'm a bot\b"
+CLEANING_RULES = [
+    "Each dropped record is counted once, under the first reason that applies, in this order:",
+    "invalid_utf8: the line is not valid UTF-8",
+    "malformed_json: the line is not a JSON object",
+    "missing_field:<name>: a required field (id, author, conversation_id, timestamp, text, subreddit) is absent or null",
+    "invalid_field:timestamp: the timestamp is not a number",
+    "deleted_text / removed_text: the text (a submission's body) is [deleted] / [removed]",
+    "empty_text: only white space (a submission with an empty body keeps its title as its text)",
+    "deleted_author: the author is [deleted]",
+    "bot: AutoModerator, the shipped known-bot list, or an account named ...bot/...Bot that posts templated text",
+    "duplicate_id: a post id seen before (first occurrence kept, within and across shards)",
+    "Subreddit names are lowercased; a submission's text is title + '\\n\\n' + body; blank lines are not records (counted as blank_lines).",
+]
+
+
+def templated_bots(lf: pl.LazyFrame) -> list[str]:
+    """Accounts named ...bot/...Bot whose posts are templated text."""
+    candidates = (
+        lf.filter(pl.col("author").str.contains(BOT_NAME)).select("author", "text").collect()
+    )
+    if candidates.height == 0:
+        return []
+    template = pl.col("text").str.replace_all(r"[0-9]+", "#").str.slice(0, 80)
+    stats = candidates.group_by("author").agg(
+        n=pl.len(),
+        distinct=template.n_unique(),
+        declared=pl.col("text").str.contains(BOT_SELF_DECLARED).mean(),
+    )
+    bots = stats.filter(
+        ((pl.col("n") >= 3) & (pl.col("distinct") <= 0.5 * pl.col("n")))
+        | (pl.col("declared") >= 0.5)
+    )
+    return sorted(bots["author"].to_list())
+
+
+def merge(posts: list[str], reports: list[str], out: str | Path, report_path: str | Path) -> dict:
+    if len(posts) != len(reports):
+        raise ConfigError("merge-posts: give one report per posts file")
+    for p in posts + reports:
+        if not Path(p).exists():
+            raise ConfigError(f"merge-posts: input {p} does not exist")
+    shard_reports = [read_json(r) for r in reports]
+    lf = pl.scan_parquet([str(p) for p in posts]).select(list(POSTS_SCHEMA))
+    bots = templated_bots(lf)
+    n_bot_posts = 0
+    if bots:
+        is_bot = pl.col("author").is_in(bots)
+        n_bot_posts = lf.filter(is_bot).select(pl.len()).collect().item()
+        lf = lf.filter(~is_bot)
+    lf, n_dup = drop_duplicate_ids(lf)
+    write_parquet(lf, out)
+    n_posts = pl.scan_parquet(str(out)).select(pl.len()).collect().item()
+
+    dropped = {r: sum(int(s["dropped"].get(r, 0)) for s in shard_reports) for r in REASONS}
+    dropped["bot"] += int(n_bot_posts)
+    dropped["duplicate_id"] += int(n_dup)
+    records = sum(int(s["records"]) for s in shard_reports)
+    report = {
+        "records": records,
+        "posts": int(n_posts),
+        "dropped": dropped,
+        "dropped_total": int(sum(dropped.values())),
+        "blank_lines": sum(int(s.get("blank_lines", 0)) for s in shard_reports),
+        "input_bytes": sum(int(s.get("input_bytes", 0)) for s in shard_reports),
+        "merge": {
+            "templated_bots": bots,
+            "bot_posts": int(n_bot_posts),
+            "cross_shard_duplicates": int(n_dup),
+        },
+        "shards": {s["shard"]: s for s in shard_reports},
+        "cleaning": CLEANING_RULES,
+    }
+    if report["records"] != report["posts"] + report["dropped_total"]:
+        raise RuntimeError(
+            f"ingest accounting mismatch: {records} records, {n_posts} posts, {report['dropped_total']} dropped"
+        )
+    write_json(report, report_path)
+    return report
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--posts", nargs="+", required=True, help="shard posts Parquet files, in order"
+    )
+    parser.add_argument("--reports", nargs="+", required=True, help="shard reports, same order")
+    parser.add_argument("--out", required=True, help="merged posts Parquet")
+    parser.add_argument("--report", required=True, help="ingest report JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    report = merge(args.posts, args.reports, args.out, args.report)
+    log.info(
+        "%d records -> %d posts; dropped %s",
+        report["records"],
+        report["posts"],
+        {k: v for k, v in report["dropped"].items() if v},
+    )
+    return 0

@@ -1,0 +1,47 @@
+"""The LLM layer: one interface over vLLM, OpenAI-compatible servers, local Hugging Face models
+and builtin (non-LLM) models, with a persistent SQLite response cache.
+
+    from splits.llm import Request, SamplingParams, load_model
+    model = load_model("cm", config["models"], cache_path="results/llm_cache.sqlite")
+    completions = model.generate([Request(messages=({"role": "user", "content": "hi"},))])
+
+Importing this package is cheap: torch, transformers, vllm and httpx load only when a model of
+that backend is built.
+"""
+
+from splits.llm.base import (
+    BUILTIN_MODELS,
+    Backend,
+    Completion,
+    LLMError,
+    Request,
+    SamplingParams,
+    register_builtin,
+)
+from splits.llm.cache import ResponseCache, request_key
+from splits.llm.registry import (
+    Model,
+    build_backend,
+    gpu_resources,
+    load_model,
+    model_spec,
+    validate_registry,
+)
+
+__all__ = [
+    "BUILTIN_MODELS",
+    "Backend",
+    "Completion",
+    "LLMError",
+    "Model",
+    "Request",
+    "ResponseCache",
+    "SamplingParams",
+    "build_backend",
+    "gpu_resources",
+    "load_model",
+    "model_spec",
+    "register_builtin",
+    "request_key",
+    "validate_registry",
+]

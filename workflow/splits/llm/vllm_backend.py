@@ -1,0 +1,150 @@
+"""The ``vllm`` backend: an offline ``vllm.LLM`` engine on local GPUs.
+
+The whole batch goes to the engine at once (``chunk_size`` requests per call, so each finished
+call is cached and a killed run loses at most one call), with prefix caching on, so the shared
+instructions and calibration sets of GT prompts are computed once. Chat requests are rendered
+with the model's chat template (through the engine's tokenizer, so template and model always
+match) and sent as token ids, raw prompts as text; both go through one ``generate`` call with
+one ``SamplingParams`` per request. vllm is imported only when such a model is built.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from splits.config import ConfigError
+from splits.llm.base import Backend, Completion, Request, SamplingParams
+from splits.llm.fingerprint import hf_identity
+
+ENGINE_KEYS = (
+    "model",
+    "revision",
+    "tokenizer",
+    "tensor_parallel_size",
+    "max_model_len",
+    "dtype",
+    "gpu_memory_utilization",
+    "enable_prefix_caching",
+    "quantization",
+    "max_num_seqs",
+    "trust_remote_code",
+    "download_dir",
+)
+
+
+def engine_kwargs(spec: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.LLM`` for a validated spec (unset optional keys left out)."""
+    kwargs: dict[str, Any] = {"seed": int(seed)}
+    for key in ENGINE_KEYS:
+        value = spec.get(key)
+        if value is not None:
+            kwargs[key] = value
+    kwargs.setdefault("enable_prefix_caching", True)
+    kwargs.setdefault("tensor_parallel_size", 1)
+    return kwargs
+
+
+def sampling_kwargs(params: SamplingParams) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` (greedy at temperature 0; the seed only
+    matters, and is only passed, when sampling)."""
+    kwargs: dict[str, Any] = {
+        "temperature": float(params.temperature),
+        "max_tokens": int(params.max_tokens),
+    }
+    if params.stop:
+        kwargs["stop"] = list(params.stop)
+    if params.temperature > 0:
+        kwargs["seed"] = int(params.seed)
+        kwargs["top_p"] = 1.0
+    return kwargs
+
+
+def _import_vllm(name: str):
+    try:
+        import vllm
+    except ImportError as err:
+        raise ConfigError(
+            f"models.{name}.backend: vllm is not installed (pip install 'splits[vllm]', needs a "
+            f"CUDA GPU): {err}"
+        ) from err
+    return vllm
+
+
+class VLLMBackend(Backend):
+    def __init__(self, name: str, spec: Mapping[str, Any], engine: Any = None):
+        """``engine``: an already built ``vllm.LLM`` (tests); else one is built from ``spec``."""
+        self.name = name
+        self.spec = dict(spec)
+        self.chunk_size = int(spec.get("chunk_size", 4096))
+        self._vllm = _import_vllm(name)
+        self.engine = engine if engine is not None else self._vllm.LLM(**engine_kwargs(spec))
+        self._tokenizer = None
+        self._identity = hf_identity(
+            "vllm", self.spec, ("dtype", "max_model_len", "quantization")
+        )
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = self.engine.get_tokenizer()
+        return self._tokenizer
+
+    def engine_prompt(self, request: Request) -> Any:
+        """What ``LLM.generate`` gets for a request: text for raw prompts, token ids of the
+        chat-template rendering for chats (the template already holds BOS)."""
+        if request.prompt is not None:
+            return request.prompt
+        ids = self.tokenizer.apply_chat_template(
+            [dict(m) for m in request.messages], add_generation_prompt=True, tokenize=True
+        )
+        if isinstance(ids, Mapping):  # some tokenizers return a BatchEncoding
+            ids = ids["input_ids"]
+        return {"prompt_token_ids": list(ids)}
+
+    def _run(self, requests: list[Request]) -> list[Completion]:
+        started = time.perf_counter()
+        prompts = [self.engine_prompt(r) for r in requests]
+        params = [self._vllm.SamplingParams(**sampling_kwargs(r.params)) for r in requests]
+        outputs = self.engine.generate(prompts, sampling_params=params, use_tqdm=False)
+        latency = time.perf_counter() - started
+        completions = []
+        for output in outputs:
+            best = output.outputs[0]
+            finish = best.finish_reason or "stop"
+            completions.append(
+                Completion(
+                    best.text,
+                    "length" if finish == "length" else ("stop" if finish in ("stop", "eos") else str(finish)),
+                    len(output.prompt_token_ids or ()),
+                    len(best.token_ids or ()),
+                    latency,
+                )
+            )
+        return completions
+
+    def stream(self, requests: list[Request]) -> Iterator[tuple[int, Completion]]:
+        for start in range(0, len(requests), self.chunk_size):
+            chunk = requests[start : start + self.chunk_size]
+            for offset, completion in enumerate(self._run(chunk)):
+                yield start + offset, completion
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        return [c for _, c in sorted(self.stream(requests), key=lambda item: item[0])]
+
+    def close(self) -> None:
+        engine = getattr(self, "engine", None)
+        self.engine = None
+        if engine is not None:
+            del engine
+            try:
+                import torch
+
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+            except ImportError:
+                pass

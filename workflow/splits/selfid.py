@@ -1,0 +1,823 @@
+"""Self-identification validation and thresholds (SPEC 2.5).
+
+``splits selfid search`` (one demographic d):
+
+1. Phrase search over D_d: every self-ID and anti-self-ID phrase of d, compiled into ONE regex
+   ``(?i)\\b(?:p1|p2|...)\\b`` (longest phrase first, so "I'm a Roman Catholic" wins over
+   "I'm a Roman"), case-insensitive, on word boundaries, where an apostrophe in a phrase matches
+   straight and curly apostrophes (' ’ ‘ ʼ) and a space matches any run of spaces, tabs or
+   no-break spaces. Matching is vectorised in polars (Rust regex): a ``contains`` filter, then one
+   ``replace_all`` that brackets every match with NUL markers and a ``split`` whose piece lengths
+   give each match's character offsets; no Python loop over posts. Offsets (``start``, ``end``)
+   are Python string indices (characters) into the post's text, as ``re.finditer`` reports them.
+2. Verification of each occurrence in its context window (``context_chars`` each side):
+   ``rules`` (default; vectorised regex rules, first that fires wins): ``quoted`` (inside
+   quotation marks on its line, or right after an opening quote), ``reported_speech`` ("says",
+   "said", "told me that", "was like" right before it), ``sarcasm`` ("/s", "yeah right", "jk"
+   near it), ``hypothetical`` ("if", "imagine", "pretend", "what if", "even if" shortly before
+   it), ``negated`` ("not", "never", "don't think", "wouldn't say" shortly before it),
+   ``question`` (the clause ends in "?", or the sentence opens with a question word), otherwise
+   ``statement`` (verified); or ``llm``: a registry model answers YES/NO to the prompt
+   ``resources/prompts/selfid_verify.txt``; answers without YES/NO are counted as undetected
+   and not verified.
+3. Curves: users of U_d binned by group-ness percentile (``bins`` equal bins, default 20); per
+   bin the verified self-ID and anti-self-ID occurrences per user, divided by the bin's mean
+   posts per user (= occurrences per post; shown per 1,000 posts).
+4. Threshold: the demographics file's value, or with ``auto`` the breakpoint of a segmented
+   ("hinge") least-squares fit of the self-ID curve: constant below the breakpoint, a straight
+   line above it, bins weighted by their posts, breakpoints at bin edges with at least two
+   non-empty bins on each side; the breakpoint with the smallest weighted squared error wins
+   (ties: the lower one). This finds where the self-ID rate leaves its low floor and starts
+   rising with group-ness, whether it then jumps (a step) or climbs (a ramp).
+5. Formula comparison: for each group-ness formula (``sum_log``, ``breadth_x_volume``,
+   ``entropy``): ROC AUC of the score for users with verified self-IDs (and no verified
+   anti-self-ID) against users with verified anti-self-IDs (and no verified self-ID), the
+   self-ID and anti-self-ID rates above the threshold and their ratio, the share of self-ID
+   users above the threshold, and the formula's own ``auto`` threshold.
+
+``splits selfid summary`` gathers the per-demographic thresholds into ``thresholds.json`` and the
+comparisons into one CSV and one Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from splits.config import ConfigError, Demographic
+from splits.groupness import FORMULAS, find_demographic, groupness_column
+from splits.io import read_json, write_json, write_parquet, write_text
+
+log = logging.getLogger(__name__)
+
+APOSTROPHES = "'\u2019\u2018\u02bc"  # ' ’ ‘ ʼ
+APOSTROPHE_CLASS = "['\u2019\u2018\u02bc]"
+SPACE_CLASS = "[ \\t\\xa0]+"
+REGEX_META = set("\\.+*?()|[]{}^$#&-~")
+MARK = "\x00"
+VERIFIERS = ("rules", "llm")
+REASONS = (
+    "quoted",
+    "reported_speech",
+    "sarcasm",
+    "hypothetical",
+    "negated",
+    "question",
+    "statement",
+)
+MATCH_COLUMNS = [
+    "post_id",
+    "author",
+    "phrase",
+    "kind",
+    "match",
+    "start",
+    "end",
+    "context",
+    "left_context",
+    "right_context",
+]
+
+
+# --------------------------------------------------------------------------- phrases
+
+
+def normalise_phrase(phrase: str) -> str:
+    """Lowercase, apostrophes made straight, whitespace runs made one space."""
+    text = phrase.lower()
+    for ch in APOSTROPHES:
+        text = text.replace(ch, "'")
+    return " ".join(text.split())
+
+
+def phrase_regex(phrase: str) -> str:
+    """The regex of one phrase (without boundaries): escaped literal characters, any
+    apostrophe for an apostrophe, any run of blanks for a space. Valid in Rust and Python."""
+    parts = []
+    for word in normalise_phrase(phrase).split(" "):
+        out = []
+        for ch in word:
+            if ch == "'":
+                out.append(APOSTROPHE_CLASS)
+            elif ch in REGEX_META:
+                out.append("\\" + ch)
+            else:
+                out.append(ch)
+        parts.append("".join(out))
+    return SPACE_CLASS.join(parts)
+
+
+@dataclass(frozen=True)
+class PhraseSet:
+    """The phrases of one demographic: normalised phrase -> kind ("self" | "anti")."""
+
+    kinds: dict[str, str]
+
+    @classmethod
+    def from_lists(cls, self_phrases, anti_phrases, where: str = "phrases") -> PhraseSet:
+        kinds: dict[str, str] = {}
+        for kind, phrases in (("self", self_phrases), ("anti", anti_phrases)):
+            for phrase in phrases:
+                key = normalise_phrase(str(phrase))
+                if not key:
+                    raise ConfigError(f"{where}: empty phrase")
+                if kinds.get(key, kind) != kind:
+                    raise ConfigError(
+                        f"{where}: phrase {phrase!r} is both self-ID and anti-self-ID"
+                    )
+                kinds[key] = kind  # case-insensitive duplicates collapse to one phrase
+        if not kinds:
+            raise ConfigError(f"{where}: no self-ID or anti-self-ID phrases")
+        return cls(kinds)
+
+    @classmethod
+    def from_demographic(cls, demographic: Demographic) -> PhraseSet:
+        return cls.from_lists(
+            demographic.self_id_phrases,
+            demographic.anti_self_id_phrases,
+            where=f"demographics.file: {demographic.key}",
+        )
+
+    @property
+    def ordered(self) -> list[str]:
+        """Longest first (then alphabetical): the alternation prefers the longest phrase."""
+        return sorted(self.kinds, key=lambda p: (-len(p), p))
+
+    @property
+    def pattern(self) -> str:
+        alternation = "|".join(phrase_regex(p) for p in self.ordered)
+        return f"(?i)\\b(?:{alternation})\\b"
+
+    def table(self) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"phrase": list(self.kinds), "kind": list(self.kinds.values())},
+            schema={"phrase": pl.String, "kind": pl.String},
+        )
+
+
+def normalise_match_expr(column: str) -> pl.Expr:
+    return (
+        pl.col(column)
+        .str.to_lowercase()
+        .str.replace_all(APOSTROPHE_CLASS, "'")
+        .str.replace_all(SPACE_CLASS, " ")
+    )
+
+
+def find_phrases(
+    posts: pl.LazyFrame | pl.DataFrame, phrases: PhraseSet, context_chars: int = 150
+) -> pl.DataFrame:
+    """Every phrase occurrence in ``posts`` (columns post_id, author, text): one row per match
+    with its normalised phrase, kind, matched text, character offsets and context window."""
+    posts = posts.lazy() if isinstance(posts, pl.DataFrame) else posts
+    pattern = phrases.pattern
+    hits = (
+        posts.select("post_id", "author", "text")
+        .filter(pl.col("text").str.contains(pattern))
+        .with_columns(pl.col("text").str.replace_all(MARK, "\x01", literal=True).alias("_marked"))
+        .with_columns(
+            pl.col("_marked")
+            .str.replace_all(pattern, MARK + "${0}" + MARK)
+            .str.split(MARK)
+            .alias("_pieces")
+        )
+        .drop("_marked")
+        .with_row_index("_row")
+        .explode("_pieces")
+        .with_columns(
+            pl.int_range(pl.len()).over("_row").alias("_piece"),
+            pl.col("_pieces").str.len_chars().cast(pl.Int64).alias("_len"),
+        )
+        .with_columns((pl.col("_len").cum_sum().over("_row") - pl.col("_len")).alias("start"))
+        .filter(pl.col("_piece") % 2 == 1)
+        .rename({"_pieces": "match"})
+        .with_columns((pl.col("start") + pl.col("_len")).alias("end"))
+        .with_columns(
+            (pl.col("start") - context_chars).clip(lower_bound=0).alias("_left_start"),
+            normalise_match_expr("match").alias("phrase"),
+        )
+        .with_columns(
+            pl.col("text")
+            .str.slice(pl.col("_left_start"), pl.col("start") - pl.col("_left_start"))
+            .alias("left_context"),
+            pl.col("text").str.slice(pl.col("end"), context_chars).alias("right_context"),
+        )
+        .with_columns(
+            pl.concat_str("left_context", "match", "right_context").alias("context"),
+        )
+        .join(phrases.table().lazy(), on="phrase", how="left")
+        .sort("_row", "start")
+        .select(MATCH_COLUMNS)
+        .collect()
+    )
+    unmapped = hits.filter(pl.col("kind").is_null())
+    if unmapped.height:
+        # a case-folding corner (e.g. the Kelvin sign) matched but normalises differently
+        log.warning(
+            "%d matches whose text does not normalise to a phrase: dropped", unmapped.height
+        )
+        hits = hits.filter(pl.col("kind").is_not_null())
+    return hits
+
+
+# --------------------------------------------------------------------------- rule verifier
+
+_QUOTE_OPEN_BEFORE = r"[\"“‘']\s*$"
+_REPORTING_VERBS = (
+    r"says?|said|saying|tells?|told|telling|asks?|asked|asking|claims?|claimed|claiming|"
+    r"writes?|wrote|writing|yells?|yelled|shouts?|shouted|screams?|screamed|repl(?:y|ies|ied)|"
+    r"answer(?:s|ed)?|insists?|insisted|announc(?:e|es|ed)|goes|went|quote|quoting|joke[sd]?|"
+    r"joking|typed|posted|texted|mutter(?:s|ed)?|whisper(?:s|ed)?"
+)
+_REPORTED_SPEECH = (
+    rf"(?i)(?:\b(?:{_REPORTING_VERBS})(?:\s+(?:to\s+)?(?:me|us|him|her|them|everyone|people|"
+    r"you|my\s+\w+|the\s+\w+))?(?:\s+(?:that|like))?"
+    r"|\b(?:was|were|is|are|'s|’s|be|being)\s+(?:all\s+)?like)[\s,:\-–—]*$"
+)
+_SARCASM_LEFT = (
+    r"(?i)\b(?:yeah,?\s+right|yea,?\s+right|oh,?\s+sure|sure,?\s+jan|oh\s+yeah,?\s+totally|"
+    r"totally|obviously|because\s+apparently|apparently)\b[\s,]*$"
+)
+_SARCASM_RIGHT = r"(?i)(?:^|\s|[.!,])/s\b|\b(?:jk|j/k|just\s+kidding|kidding|not\s+really|lol\s+no|yeah\s+right|sarcasm)\b"
+_HYPOTHETICAL = (
+    r"(?i)\b(?:if|unless|suppose|supposing|imagine|imagining|pretend|pretending|assume|assuming|"
+    r"hypothetically|wish|whether|as\s+though|in\s+case)\b(?:\W+\w+){0,2}[\W]*$"
+)
+_NEGATED = (
+    r"(?i)(?:\b(?:not|never|no\s+longer|nor|neither|hardly|deny|denied|doubt|no\s+way)\b"
+    r"|\w+n['’]t\b|\bcannot\b)(?:\W+\w+){0,3}[\W]*$"
+)
+_QUESTION_OPENER = (
+    r"(?i)^\s*(?:am|are|is|was|were|do|does|did|can|could|would|should|will|how|why|what|who|"
+    r"whom|when|where|which|isn['’]t|aren['’]t|don['’]t|doesn['’]t)\b"
+)
+_CLAUSE_TO_QUESTION = r"^[^.!?,;:\n]*\?"
+_CLAUSE_BREAK_WORDS = (
+    r"(?i)\b(?:so|and|but|what|how|why|who|where|when|which|do|does|can|could|should|would|"
+    r"will|is|are|any|anyone|anybody)\b"
+)
+
+
+def _left_sentence(column: str) -> pl.Expr:
+    """The part of the left context after the last sentence end or line break."""
+    return pl.col(column).str.extract(r"([^.!?\n]*)$", 1).fill_null("")
+
+
+def _left_line(column: str) -> pl.Expr:
+    return pl.col(column).str.extract(r"([^\n]*)$", 1).fill_null("")
+
+
+def _right_sentence(column: str) -> pl.Expr:
+    """The right context up to and including the first sentence end or line break."""
+    return pl.col(column).str.extract(r"^([^.!?\n]*[.!?\n]?)", 1).fill_null("")
+
+
+def rule_reasons(matches: pl.DataFrame) -> pl.Series:
+    """The rule verifier's reason for each match (``statement`` = verified self-claim)."""
+    frame = matches.select(
+        _left_sentence("left_context").alias("ls"),
+        _left_line("left_context").alias("ll"),
+        _right_sentence("right_context").alias("rs"),
+        pl.col("right_context").alias("rc"),
+    )
+    straight = pl.col("ll").str.count_matches('"')
+    curly_open = pl.col("ll").str.count_matches("“")
+    curly_close = pl.col("ll").str.count_matches("”")
+    quoted = (
+        (straight % 2 == 1)
+        | (curly_open > curly_close)
+        | pl.col("left_context").str.contains(_QUOTE_OPEN_BEFORE)
+    )
+    to_question = pl.col("rs").str.extract(_CLAUSE_TO_QUESTION, 0)
+    question = (
+        to_question.is_not_null() & ~to_question.fill_null("").str.contains(_CLAUSE_BREAK_WORDS)
+    ) | (pl.col("ls").str.contains(_QUESTION_OPENER) & pl.col("rs").str.ends_with("?"))
+    reason = (
+        pl.when(quoted)
+        .then(pl.lit("quoted"))
+        .when(pl.col("ls").str.contains(_REPORTED_SPEECH))
+        .then(pl.lit("reported_speech"))
+        .when(pl.col("ls").str.contains(_SARCASM_LEFT) | pl.col("rc").str.contains(_SARCASM_RIGHT))
+        .then(pl.lit("sarcasm"))
+        .when(pl.col("ls").str.contains(_HYPOTHETICAL))
+        .then(pl.lit("hypothetical"))
+        .when(pl.col("ls").str.contains(_NEGATED))
+        .then(pl.lit("negated"))
+        .when(question)
+        .then(pl.lit("question"))
+        .otherwise(pl.lit("statement"))
+    )
+    return (
+        pl.concat([frame, matches.select("left_context")], how="horizontal")
+        .select(reason.alias("reason"))
+        .to_series()
+    )
+
+
+def verify_rules(matches: pl.DataFrame) -> pl.DataFrame:
+    reasons = rule_reasons(matches) if matches.height else pl.Series("reason", [], pl.String)
+    return matches.with_columns(reasons.alias("reason"), (reasons == "statement").alias("verified"))
+
+
+# --------------------------------------------------------------------------- LLM verifier
+
+_ANSWER = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def parse_verdict(text: str) -> bool | None:
+    """YES -> True, NO -> False, neither (or empty) -> None (undetected); the first of the two
+    words in the answer decides."""
+    found = _ANSWER.search(text or "")
+    if not found:
+        return None
+    return found.group(1).lower() == "yes"
+
+
+def render_verify_prompt(
+    template: str, demographic: Demographic, phrase: str, left: str, match: str, right: str
+) -> str:
+    context = f"{left}<<{match}>>{right}".replace("\n", " ")
+    return (
+        template.replace("{demographic}", demographic.display_name)
+        .replace("{phrase}", phrase)
+        .replace("{context}", context)
+    )
+
+
+def verify_llm(
+    matches: pl.DataFrame,
+    demographic: Demographic,
+    model,
+    template: str,
+    max_tokens: int = 8,
+) -> tuple[pl.DataFrame, int]:
+    """Verify matches with a registry model; returns the matches with ``reason`` (llm_yes,
+    llm_no, llm_undetected) and ``verified``, and the number of undetected answers."""
+    from splits.llm import Request, SamplingParams
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
+    requests = [
+        Request(
+            messages=(
+                {
+                    "role": "user",
+                    "content": render_verify_prompt(
+                        template,
+                        demographic,
+                        row["phrase"],
+                        row["left_context"],
+                        row["match"],
+                        row["right_context"],
+                    ),
+                },
+            ),
+            params=params,
+            payload={
+                "phrase": row["phrase"],
+                "kind": row["kind"],
+                "context": row["context"],
+                "left_context": row["left_context"],
+                "right_context": row["right_context"],
+            },
+        )
+        for row in matches.iter_rows(named=True)
+    ]
+    completions = model.generate(requests) if requests else []
+    verdicts = [parse_verdict(c.text) for c in completions]
+    reasons = ["llm_undetected" if v is None else ("llm_yes" if v else "llm_no") for v in verdicts]
+    undetected = sum(v is None for v in verdicts)
+    out = matches.with_columns(
+        pl.Series("reason", reasons, dtype=pl.String),
+        pl.Series("verified", [bool(v) for v in verdicts], dtype=pl.Boolean),
+    )
+    return out, undetected
+
+
+# --------------------------------------------------------------------------- curves
+
+
+def bin_expr(bins: int) -> pl.Expr:
+    width = 100.0 / bins
+    return (pl.col("percentile") / width).floor().cast(pl.Int64).clip(0, bins - 1).alias("bin")
+
+
+def user_counts(users: pl.DataFrame, matches: pl.DataFrame) -> pl.DataFrame:
+    """Per user: verified self-ID and anti-self-ID occurrences (0 where none)."""
+    verified = matches.filter(pl.col("verified"))
+    counts = verified.group_by("author").agg(
+        (pl.col("kind") == "self").sum().cast(pl.Int64).alias("n_self"),
+        (pl.col("kind") == "anti").sum().cast(pl.Int64).alias("n_anti"),
+    )
+    return users.join(counts, on="author", how="left").with_columns(
+        pl.col("n_self").fill_null(0), pl.col("n_anti").fill_null(0)
+    )
+
+
+def selfid_curve(per_user: pl.DataFrame, bins: int = 20) -> pl.DataFrame:
+    """Per percentile bin (all ``bins`` rows, empty ones with zero users): users, posts, mean
+    posts per user, verified occurrences and users, and the normalised rates."""
+    width = 100.0 / bins
+    frame = pl.DataFrame({"bin": list(range(bins))}, schema={"bin": pl.Int64})
+    agg = (
+        per_user.with_columns(bin_expr(bins))
+        .group_by("bin")
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_users"),
+            pl.col("n_posts").sum().cast(pl.Int64).alias("n_posts"),
+            pl.col("n_self").sum().cast(pl.Int64).alias("self_occurrences"),
+            pl.col("n_anti").sum().cast(pl.Int64).alias("anti_occurrences"),
+            (pl.col("n_self") > 0).sum().cast(pl.Int64).alias("self_users"),
+            (pl.col("n_anti") > 0).sum().cast(pl.Int64).alias("anti_users"),
+        )
+    )
+    out = frame.join(agg, on="bin", how="left").with_columns(
+        pl.col(c).fill_null(0)
+        for c in (
+            "n_users",
+            "n_posts",
+            "self_occurrences",
+            "anti_occurrences",
+            "self_users",
+            "anti_users",
+        )
+    )
+    mean_posts = pl.col("n_posts") / pl.col("n_users")
+    return out.with_columns(
+        (pl.col("bin") * width).alias("percentile_lo"),
+        ((pl.col("bin") + 1) * width).alias("percentile_hi"),
+        pl.when(pl.col("n_users") > 0).then(mean_posts).alias("mean_posts_per_user"),
+        pl.when(pl.col("n_posts") > 0)
+        .then((pl.col("self_occurrences") / pl.col("n_users")) / mean_posts)
+        .alias("self_rate"),
+        pl.when(pl.col("n_posts") > 0)
+        .then((pl.col("anti_occurrences") / pl.col("n_users")) / mean_posts)
+        .alias("anti_rate"),
+    ).sort("bin")
+
+
+def _weighted_sse_constant(y: np.ndarray, w: np.ndarray) -> float:
+    if w.sum() <= 0:
+        return 0.0
+    mean = float(np.average(y, weights=w))
+    return float((w * (y - mean) ** 2).sum())
+
+
+def _weighted_sse_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    if len(x) <= 2:
+        return 0.0
+    sw = np.sqrt(w)
+    design = np.column_stack([np.ones_like(x), x]) * sw[:, None]
+    coef, *_ = np.linalg.lstsq(design, y * sw, rcond=None)
+    resid = y - (coef[0] + coef[1] * x)
+    return float((w * resid**2).sum())
+
+
+def auto_threshold(curve: pl.DataFrame, min_bins_each_side: int = 2) -> float | None:
+    """The breakpoint of a weighted hinge fit of the self-ID rate (see the module docstring);
+    None when the curve has too few non-empty bins."""
+    data = curve.filter(pl.col("n_posts") > 0).sort("bin")
+    if data.height < 2 * min_bins_each_side:
+        return None
+    lo = data["percentile_lo"].to_numpy().astype(float)
+    x = (lo + data["percentile_hi"].to_numpy()) / 2.0
+    y = data["self_rate"].to_numpy().astype(float)
+    w = data["n_posts"].to_numpy().astype(float)
+    w = w / w.sum()
+    best: tuple[float, float] | None = None
+    for i in range(min_bins_each_side, len(x) - min_bins_each_side + 1):
+        sse = _weighted_sse_constant(y[:i], w[:i]) + _weighted_sse_line(x[i:], y[i:], w[i:])
+        if best is None or sse < best[0] - 1e-15:
+            best = (sse, float(lo[i]))
+    return None if best is None else best[1]
+
+
+# --------------------------------------------------------------------------- formula comparison
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    """Mann-Whitney ROC AUC (ties count one half); None without both classes."""
+    labels = labels.astype(bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    from scipy.stats import rankdata
+
+    ranks = rankdata(scores)
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def compare_formulas(
+    per_user: pl.DataFrame, threshold: float, bins: int = 20, demographic: str = ""
+) -> pl.DataFrame:
+    """One row per group-ness formula: how well it separates verified self-ID users from
+    verified anti-self-ID users, overall (AUC) and above the threshold (rates, ratio)."""
+    rows = []
+    self_only = (pl.col("n_self") > 0) & (pl.col("n_anti") == 0)
+    anti_only = (pl.col("n_anti") > 0) & (pl.col("n_self") == 0)
+    for formula in FORMULAS:
+        col = groupness_column(formula)
+        frame = per_user.with_columns(
+            ((pl.col(col).rank(method="min").cast(pl.Float64) - 1.0) * 100.0 / pl.len()).alias(
+                "percentile"
+            )
+        )
+        labelled = frame.filter(self_only | anti_only)
+        auc = roc_auc(labelled[col].to_numpy(), (labelled["n_self"] > 0).to_numpy())
+        above = frame.filter(pl.col("percentile") >= threshold)
+        posts_above = int(above["n_posts"].sum())
+        self_above = int(above["n_self"].sum())
+        anti_above = int(above["n_anti"].sum())
+        self_users = frame.filter(pl.col("n_self") > 0)
+        rows.append(
+            {
+                "demographic": demographic,
+                "formula": formula,
+                "threshold": float(threshold),
+                "users": frame.height,
+                "users_above": above.height,
+                "self_id_users": self_users.height,
+                "anti_id_users": frame.filter(pl.col("n_anti") > 0).height,
+                "auc_self_vs_anti": auc,
+                "self_rate_above_per_1k": 1000.0 * self_above / posts_above
+                if posts_above
+                else None,
+                "anti_rate_above_per_1k": 1000.0 * anti_above / posts_above
+                if posts_above
+                else None,
+                "self_anti_ratio_above": self_above / anti_above if anti_above else None,
+                "self_id_users_above_share": (
+                    self_users.filter(pl.col("percentile") >= threshold).height / self_users.height
+                    if self_users.height
+                    else None
+                ),
+                "auto_threshold": auto_threshold(selfid_curve(frame, bins)),
+            }
+        )
+    return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
+
+
+COMPARISON_SCHEMA = {
+    "demographic": pl.String,
+    "formula": pl.String,
+    "threshold": pl.Float64,
+    "users": pl.Int64,
+    "users_above": pl.Int64,
+    "self_id_users": pl.Int64,
+    "anti_id_users": pl.Int64,
+    "auc_self_vs_anti": pl.Float64,
+    "self_rate_above_per_1k": pl.Float64,
+    "anti_rate_above_per_1k": pl.Float64,
+    "self_anti_ratio_above": pl.Float64,
+    "self_id_users_above_share": pl.Float64,
+    "auto_threshold": pl.Float64,
+}
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot_curve(
+    curve: pl.DataFrame, threshold: float, display_name: str, source: str, path: str | Path
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = curve.filter(pl.col("n_posts") > 0)  # empty bins (tied users) are not drawn
+    x = ((data["percentile_lo"] + data["percentile_hi"]) / 2).to_numpy()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for column, label, style in (
+        ("self_rate", "self-ID", "o-"),
+        ("anti_rate", "anti-self-ID", "s--"),
+    ):
+        y = data[column].cast(pl.Float64).to_numpy() * 1000.0
+        ax.plot(x, y, style, label=label, markersize=4)
+    ax.axvline(threshold, color="grey", linestyle=":", label=f"threshold {threshold:g} ({source})")
+    ax.set_xlabel("group-ness percentile within U_d")
+    ax.set_ylabel("verified occurrences per 1,000 posts")
+    ax.set_title(f"Self-identification: {display_name}")
+    ax.set_xlim(0, 100)
+    ax.legend(loc="upper left", frameon=False)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, metadata={"Software": None})
+    plt.close(fig)
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- stage
+
+
+@dataclass
+class SearchResult:
+    matches: pl.DataFrame
+    curve: pl.DataFrame
+    comparison: pl.DataFrame
+    threshold: dict
+
+
+def resolve_threshold(demographic: Demographic, curve: pl.DataFrame) -> dict:
+    auto = auto_threshold(curve)
+    if demographic.threshold == "auto":
+        if auto is None:
+            raise ConfigError(
+                f"demographics.file: {demographic.key}: threshold 'auto' but the self-ID curve "
+                "has too few non-empty bins; set a fixed threshold"
+            )
+        return {"threshold": auto, "source": "auto", "auto_threshold": auto}
+    return {"threshold": float(demographic.threshold), "source": "fixed", "auto_threshold": auto}
+
+
+def selfid_search(
+    users: pl.DataFrame,
+    posts: pl.LazyFrame,
+    demographic: Demographic,
+    verifier: str = "rules",
+    context_chars: int = 150,
+    bins: int = 20,
+    model=None,
+    template: str | None = None,
+) -> SearchResult:
+    phrases = PhraseSet.from_demographic(demographic)
+    matches = find_phrases(posts, phrases, context_chars)
+    undetected = 0
+    if verifier == "rules":
+        matches = verify_rules(matches)
+    elif verifier == "llm":
+        if model is None or template is None:
+            raise ConfigError("demographics.verifier_model: the llm verifier needs a model")
+        matches, undetected = verify_llm(matches, demographic, model, template)
+    else:
+        raise ConfigError(f"demographics.verifier: {verifier!r} is not one of {VERIFIERS}")
+    per_user = user_counts(users, matches)
+    curve = selfid_curve(per_user, bins)
+    threshold = resolve_threshold(demographic, curve)
+    comparison = compare_formulas(per_user, threshold["threshold"], bins, demographic.key)
+    threshold.update(
+        {
+            "demographic": demographic.key,
+            "verifier": verifier,
+            "matches": matches.height,
+            "verified": int(matches["verified"].sum()),
+            "verified_self": int(
+                matches.filter(pl.col("verified") & (pl.col("kind") == "self")).height
+            ),
+            "verified_anti": int(
+                matches.filter(pl.col("verified") & (pl.col("kind") == "anti")).height
+            ),
+            "undetected": undetected,
+            "reasons": {
+                r: int(n) for r, n in matches.group_by("reason").len().sort("reason").iter_rows()
+            },
+        }
+    )
+    return SearchResult(matches, curve, comparison, threshold)
+
+
+def _markdown_table(frame: pl.DataFrame) -> str:
+    def fmt(value) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, float):
+            return "" if math.isnan(value) else f"{value:.3g}"
+        return str(value)
+
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def summarise(threshold_files: list[str], comparison_files: list[str]) -> tuple[dict, pl.DataFrame]:
+    thresholds = {}
+    for path in threshold_files:
+        data = read_json(path)
+        thresholds[data["demographic"]] = data["threshold"]
+    comparison = (
+        pl.concat([pl.read_parquet(p) for p in comparison_files], how="vertical")
+        if comparison_files
+        else pl.DataFrame(schema=COMPARISON_SCHEMA)
+    ).sort("demographic", "formula")
+    return dict(sorted(thresholds.items())), comparison
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    search = sub.add_parser("search", help="phrase search, verification, curve and threshold")
+    search.add_argument("--users", required=True, help="results/demographics/<d>/users.parquet")
+    search.add_argument("--posts", required=True, help="results/demographics/<d>/posts.parquet")
+    search.add_argument("--demographics", required=True, help="demographics file")
+    search.add_argument("--demographic", required=True)
+    search.add_argument("--verifier", choices=VERIFIERS, default="rules")
+    search.add_argument("--verifier-model", default=None, help="registry name (llm verifier)")
+    search.add_argument("--models-json", default="{}", help="the model registry as JSON")
+    search.add_argument("--prompt", default=None, help="verification prompt template (llm)")
+    search.add_argument("--llm-cache", default=None, help="SQLite response cache (llm)")
+    search.add_argument("--context-chars", type=int, default=150)
+    search.add_argument("--bins", type=int, default=20)
+    search.add_argument("--out-matches", required=True)
+    search.add_argument("--out-curve", required=True)
+    search.add_argument("--out-threshold", required=True)
+    search.add_argument("--out-comparison", required=True)
+    search.add_argument("--out-plot", required=True)
+    summary = sub.add_parser("summary", help="thresholds.json and the formula comparison table")
+    summary.add_argument("--thresholds", nargs="+", required=True)
+    summary.add_argument("--comparisons", nargs="+", required=True)
+    summary.add_argument("--out-thresholds", required=True)
+    summary.add_argument("--out-csv", required=True)
+    summary.add_argument("--out-md", required=True)
+
+
+def _run_search(args: argparse.Namespace) -> int:
+    if args.context_chars < 0:
+        raise ConfigError("demographics.context_chars: must be >= 0")
+    if not 2 <= args.bins <= 100:
+        raise ConfigError("demographics.bins: must be in [2, 100]")
+    demographic = find_demographic(args.demographics, args.demographic)
+    for flag, path in (("--users", args.users), ("--posts", args.posts)):
+        if not Path(path).exists():
+            raise ConfigError(f"{flag}: {path} does not exist")
+    users = pl.read_parquet(args.users)
+    posts = pl.scan_parquet(args.posts)
+    model = template = None
+    if args.verifier == "llm":
+        if not args.verifier_model:
+            raise ConfigError(
+                "demographics.verifier_model: required when demographics.verifier is llm"
+            )
+        if not args.prompt or not Path(args.prompt).exists():
+            raise ConfigError(f"demographics.verifier_prompt: {args.prompt} does not exist")
+        from splits.llm import load_model
+
+        template = Path(args.prompt).read_text(encoding="utf-8")
+        model = load_model(args.verifier_model, json.loads(args.models_json), args.llm_cache)
+    try:
+        result = selfid_search(
+            users, posts, demographic, args.verifier, args.context_chars, args.bins, model, template
+        )
+    finally:
+        if model is not None:
+            model.close()
+    write_parquet(result.matches, args.out_matches)
+    write_parquet(result.curve, args.out_curve)
+    write_parquet(result.comparison, args.out_comparison)
+    write_json(result.threshold, args.out_threshold)
+    plot_curve(
+        result.curve,
+        result.threshold["threshold"],
+        demographic.display_name,
+        result.threshold["source"],
+        args.out_plot,
+    )
+    log.info(
+        "%s: %d matches, %d verified (%d self, %d anti, %d undetected); threshold %s (%s)",
+        demographic.key,
+        result.threshold["matches"],
+        result.threshold["verified"],
+        result.threshold["verified_self"],
+        result.threshold["verified_anti"],
+        result.threshold["undetected"],
+        result.threshold["threshold"],
+        result.threshold["source"],
+    )
+    return 0
+
+
+def _run_summary(args: argparse.Namespace) -> int:
+    thresholds, comparison = summarise(args.thresholds, args.comparisons)
+    write_json(thresholds, args.out_thresholds)
+    path = Path(args.out_csv)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    comparison.write_csv(tmp)
+    tmp.replace(path)
+    intro = (
+        "# Group-ness formulas: separation of self-ID from anti-self-ID users\n\n"
+        "auc_self_vs_anti: ROC AUC of the formula's score, users with verified self-IDs (and no "
+        "verified anti-self-ID) against users with verified anti-self-IDs (and no self-ID). "
+        "Rates are verified occurrences per 1,000 posts of the users at or above the threshold "
+        "percentile under that formula.\n\n"
+    )
+    write_text(intro + _markdown_table(comparison), args.out_md)
+    log.info("thresholds: %s", thresholds)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "search":
+        return _run_search(args)
+    return _run_summary(args)

@@ -1,0 +1,514 @@
+"""Theory-model (TM) stage of the Group Theorization evaluation (SPEC 2.8), and the evaluation
+subsample every TM, CM and k shares.
+
+``splits theorize subsample``: read the pipeline's quadruplets or the public release (version-4
+columns), check every row, take a seeded random subset of N rows. The subset is the first N rows
+of one seeded permutation, so a smaller subsample is a subset of a larger one.
+
+``splits theorize generate``: one theory per row from a registry model. LLM TMs get the prompt
+template (slots ``{group_a} {group_b} {topic} {category} {k} {posts}``; the posts are the first k
+of the calibration set, each cut to 2,000 characters and put on one line) as one chat user
+message (or as a raw completion with ``--raw-prompt``). Builtin TMs:
+
+- ``no-theory``: the empty theory (what the CM does unaided);
+- ``oracle-lexical``: reads the hidden calibration labels and states each group's most
+  distinctive words among the k posts, by the log-odds ratio with an informative Dirichlet prior
+  (Monroe, Colaresi and Quinn 2008), one line per group:
+  ``Group A (<name>) posts use words like: w1, w2, ...``. A ceiling for word-level theories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from splits.classify import (
+    MAX_POST_CHARS,
+    REQUIRED_COLUMNS,
+    PromptTemplate,
+    check_builtin_keys,
+    content_tokens,
+    display_names,
+    load_template,
+    model_registry,
+    read_rows,
+)
+from splits.config import ConfigError
+from splits.io import write_json, write_parquet
+from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
+
+log = logging.getLogger(__name__)
+
+TM_SLOTS = ("group_a", "group_b", "topic", "category", "k", "posts")
+TM_REQUIRED = ("group_a", "group_b", "topic", "posts")
+SUBSAMPLE_STREAM = 0x5E1  # seed stream of the evaluation subsample
+
+# --------------------------------------------------------------------------- subsample
+
+
+def _string_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return None
+    try:
+        items = list(value)
+    except TypeError:
+        return None
+    if not all(isinstance(v, str) for v in items):
+        return None
+    return items
+
+
+def normalise_quadruplets(
+    frame: pl.DataFrame, topic_categories: Mapping[str, str], where: str
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Check and complete a quadruplets table: ids, categories, list columns.
+
+    Rows with malformed lists (not lists of strings, empty samples) are dropped and counted.
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{where}: missing column(s) {', '.join(missing)} (release v4 columns)")
+    counts: dict[str, int] = {"input_rows": frame.height}
+    if "quadruplet_id" not in frame.columns:
+        frame = frame.with_row_index("quadruplet_id").with_columns(
+            pl.format("row-{}", pl.col("quadruplet_id")).alias("quadruplet_id")
+        )
+    else:
+        frame = frame.with_columns(pl.col("quadruplet_id").cast(pl.String))
+    if frame["quadruplet_id"].n_unique() != frame.height:
+        raise ConfigError(f"{where}: quadruplet_id is not unique")
+    if "category" not in frame.columns:
+        frame = frame.with_columns(
+            pl.col("description").replace_strict(topic_categories, default=None).alias("category")
+        )
+        counts["category_from_topics_file"] = frame.height
+    unknown = int(frame["category"].is_null().sum())
+    counts["category_unknown"] = unknown
+    if unknown:
+        log.warning(
+            "%s: %d rows have a topic not in the topics file (category 'unknown')", where, unknown
+        )
+        frame = frame.with_columns(pl.col("category").fill_null("unknown"))
+    keep = []
+    bad = 0
+    for row in frame.select("example_posts", "sample_A", "sample_B", "switched").iter_rows():
+        examples, sample_a, sample_b = (_string_list(v) for v in row[:3])
+        ok = (
+            examples is not None
+            and sample_a is not None
+            and sample_b is not None
+            and len(sample_a) > 0
+            and len(sample_b) > 0
+            and row[3] is not None
+        )
+        keep.append(ok)
+        bad += not ok
+    counts["malformed_rows_dropped"] = bad
+    if bad:
+        log.warning("%s: dropped %d malformed rows", where, bad)
+    frame = frame.filter(pl.Series(keep, dtype=pl.Boolean))
+    frame = frame.with_columns(pl.col("switched").cast(pl.Boolean))
+    return frame, counts
+
+
+def subsample(frame: pl.DataFrame, rows: int | None, seed: int) -> pl.DataFrame:
+    """The first ``rows`` rows (all when None) of a seeded permutation, with ``eval_row``."""
+    rng = np.random.default_rng([seed, SUBSAMPLE_STREAM])
+    order = rng.permutation(frame.height)
+    if rows is not None:
+        order = order[:rows]
+    return (
+        frame.with_row_index("_position")
+        .join(
+            pl.DataFrame({"_position": order.astype(np.uint32), "eval_row": np.arange(len(order))}),
+            on="_position",
+        )
+        .sort("eval_row")
+        .drop("_position")
+        .with_columns(pl.col("eval_row").cast(pl.Int64))
+    )
+
+
+def topic_categories(path: str | Path | None) -> dict[str, str]:
+    if not path:
+        return {}
+    from splits.config import load_topics
+
+    return {t.topic: t.category for t in load_topics(path)}
+
+
+def parse_rows_arg(value: str) -> int | None:
+    if value == "all":
+        return None
+    try:
+        rows = int(value)
+    except ValueError as err:
+        raise ConfigError(
+            f"evaluation rows: {value!r} is neither a positive integer nor 'all'"
+        ) from err
+    if rows < 1:
+        raise ConfigError(f"evaluation rows: {rows} must be positive")
+    return rows
+
+
+def run_subsample(args: argparse.Namespace) -> int:
+    path = Path(args.dataset)
+    if not path.exists():
+        raise ConfigError(f"evaluation.dataset: input {path} does not exist")
+    frame = pl.read_parquet(path)
+    frame, counts = normalise_quadruplets(frame, topic_categories(args.topics), str(path))
+    rows = parse_rows_arg(args.rows)
+    if rows is not None and rows > frame.height:
+        log.warning("asked for %d rows, the dataset has %d: using all of them", rows, frame.height)
+        counts["rows_short_by"] = rows - frame.height
+    sample = subsample(frame, rows, args.seed)
+    counts.update(rows_requested=args.rows, rows=sample.height, seed=args.seed)
+    write_parquet(sample, args.out)
+    if args.report:
+        write_json(counts, args.report)
+    log.info("subsample: %s", counts)
+    return 0
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def one_line(text: str, max_chars: int = MAX_POST_CHARS) -> str:
+    """A post cut to ``max_chars`` characters with its line breaks turned into spaces."""
+    return " ".join(str(text)[:max_chars].split())
+
+
+def calibration_posts(example_posts: Sequence[str], k: int) -> list[str]:
+    if k > len(example_posts):
+        raise ConfigError(
+            f"evaluation ks: k={k} exceeds the calibration set size ({len(example_posts)}) of the rows"
+        )
+    return list(example_posts[:k])
+
+
+def tm_slot_values(
+    row: Mapping[str, Any], k: int, names: Mapping[str, str], max_chars: int = MAX_POST_CHARS
+) -> dict[str, str]:
+    posts = calibration_posts(row["example_posts"], k)
+    listed = "\n".join(f"{i + 1}. {one_line(p, max_chars)}" for i, p in enumerate(posts))
+    return {
+        "group_a": names.get(row["demographic_A"], row["demographic_A"]),
+        "group_b": names.get(row["demographic_B"], row["demographic_B"]),
+        "topic": str(row["description"]),
+        "category": str(row.get("category") or ""),
+        "k": str(k),
+        "posts": listed if posts else "(no example posts)",
+    }
+
+
+def _labels(row: Mapping[str, Any], k: int) -> list[str] | None:
+    """The hidden calibration labels of the first k posts as "A"/"B", if the row has them."""
+    labels = row.get("example_labels")
+    if labels is None:
+        return None
+    out = []
+    for label in list(labels)[:k]:
+        if isinstance(label, bool):
+            out.append("B" if label else "A")
+        elif label in ("A", "a", 0):
+            out.append("A")
+        elif label in ("B", "b", 1):
+            out.append("B")
+        elif label == row["demographic_A"]:
+            out.append("A")
+        elif label == row["demographic_B"]:
+            out.append("B")
+        else:
+            return None
+    return out
+
+
+def build_tm_requests(
+    rows: pl.DataFrame,
+    k: int,
+    template: PromptTemplate | None,
+    params: SamplingParams,
+    names: Mapping[str, str],
+    raw_prompt: bool = False,
+    max_chars: int = MAX_POST_CHARS,
+) -> list[Request]:
+    requests = []
+    for row in rows.iter_rows(named=True):
+        values = tm_slot_values(row, k, names, max_chars)
+        posts = calibration_posts(row["example_posts"], k)
+        payload = {
+            "group_a": values["group_a"],
+            "group_b": values["group_b"],
+            "topic": values["topic"],
+            "k": k,
+            "posts": [str(p)[:max_chars] for p in posts],
+            "labels": _labels(row, k),
+        }
+        prompt = template.render(values) if template is not None else values["posts"]
+        if raw_prompt:
+            requests.append(Request(prompt=prompt, params=params, payload=payload))
+        else:
+            requests.append(
+                Request(
+                    messages=({"role": "user", "content": prompt},), params=params, payload=payload
+                )
+            )
+    return requests
+
+
+# --------------------------------------------------------------------------- builtin TMs
+
+
+def log_odds_dirichlet(
+    counts_a: Mapping[str, int], counts_b: Mapping[str, int], prior: Mapping[str, float]
+) -> dict[str, float]:
+    """z-scores of the log-odds ratio of each word, A vs B, with an informative Dirichlet prior
+    (Monroe et al. 2008, eq. 22): delta = log((y_a+a_w)/(n_a+a_0-y_a-a_w)) -
+    log((y_b+a_w)/(n_b+a_0-y_b-a_w)), var = 1/(y_a+a_w) + 1/(y_b+a_w), z = delta/sqrt(var).
+    Positive: characteristic of A."""
+    n_a = sum(counts_a.values())
+    n_b = sum(counts_b.values())
+    a_0 = sum(prior.values())
+    out = {}
+    for word, a_w in prior.items():
+        if a_w <= 0:
+            continue
+        y_a = counts_a.get(word, 0)
+        y_b = counts_b.get(word, 0)
+        delta = math.log((y_a + a_w) / (n_a + a_0 - y_a - a_w)) - math.log(
+            (y_b + a_w) / (n_b + a_0 - y_b - a_w)
+        )
+        variance = 1.0 / (y_a + a_w) + 1.0 / (y_b + a_w)
+        out[word] = delta / math.sqrt(variance)
+    return out
+
+
+def distinctive_words(
+    posts: Sequence[str],
+    labels: Sequence[str],
+    n_words: int = 10,
+    prior_strength: float = 1.0,
+    exclude: set[str] | None = None,
+) -> dict[str, list[str]]:
+    """Each group's top ``n_words`` words by z-scored log-odds (ties by word, so deterministic).
+    Prior: alpha_w = prior_strength x the word's count over both groups' posts."""
+    exclude = exclude or set()
+    counts = {"A": Counter(), "B": Counter()}
+    for post, label in zip(posts, labels, strict=True):
+        counts[label].update(t for t in content_tokens(post) if t not in exclude)
+    pooled = counts["A"] + counts["B"]
+    prior = {w: prior_strength * c for w, c in pooled.items()}
+    z = log_odds_dirichlet(counts["A"], counts["B"], prior)
+    ranked_a = sorted((w for w in z if z[w] > 0 and counts["A"][w] > 0), key=lambda w: (-z[w], w))
+    ranked_b = sorted((w for w in z if z[w] < 0 and counts["B"][w] > 0), key=lambda w: (z[w], w))
+    return {"A": ranked_a[:n_words], "B": ranked_b[:n_words]}
+
+
+def oracle_theory(payload: Mapping[str, Any], n_words: int, prior_strength: float) -> str:
+    labels = payload.get("labels")
+    if labels is None:
+        raise ConfigError(
+            "oracle-lexical TM needs the hidden calibration labels (column example_labels), "
+            "which these evaluation rows lack (the public release has none)"
+        )
+    posts = payload.get("posts") or []
+    from splits.classify import tokens
+
+    exclude = set(tokens(payload.get("group_a", ""))) | set(tokens(payload.get("group_b", "")))
+    words = distinctive_words(posts, labels, n_words, prior_strength, exclude)
+    lines = []
+    for letter, key in (("A", "group_a"), ("B", "group_b")):
+        if words[letter]:
+            lines.append(
+                f"Group {letter} ({payload.get(key, letter)}) posts use words like: "
+                + ", ".join(words[letter])
+            )
+    return "\n".join(lines)
+
+
+class NoTheoryTM(Backend):
+    def __init__(self, name: str, spec: Mapping[str, Any]):
+        check_builtin_keys(name, spec, set())
+        self.name = name
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "builtin", "kind": "no-theory", "version": 1}
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        return [Completion("", "stop", 0, 0, 0.0) for _ in requests]
+
+
+class OracleLexicalTM(Backend):
+    def __init__(self, name: str, spec: Mapping[str, Any]):
+        check_builtin_keys(name, spec, {"n_words", "prior_strength"})
+        self.name = name
+        n_words = spec.get("n_words", 10)
+        prior_strength = spec.get("prior_strength", 1.0)
+        if not isinstance(n_words, int) or isinstance(n_words, bool) or n_words < 1:
+            raise ConfigError(f"models.{name}.n_words: must be a positive integer")
+        if not isinstance(prior_strength, int | float) or prior_strength <= 0:
+            raise ConfigError(f"models.{name}.prior_strength: must be a positive number")
+        self.n_words = n_words
+        self.prior_strength = float(prior_strength)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "builtin",
+            "kind": "oracle-lexical",
+            "version": 1,
+            "n_words": self.n_words,
+            "prior_strength": self.prior_strength,
+        }
+
+    def generate(self, requests: list[Request]) -> list[Completion]:
+        out = []
+        for request in requests:
+            text = oracle_theory(request.payload or {}, self.n_words, self.prior_strength)
+            out.append(Completion(text, "stop", 0, len(text.split()), 0.0))
+        return out
+
+
+@register_builtin("no-theory")
+def _no_theory_factory(name: str, spec: Mapping[str, Any]) -> Backend:
+    return NoTheoryTM(name, spec)
+
+
+@register_builtin("oracle-lexical")
+def _oracle_lexical_factory(name: str, spec: Mapping[str, Any]) -> Backend:
+    return OracleLexicalTM(name, spec)
+
+
+# --------------------------------------------------------------------------- generate
+
+THEORY_SCHEMA = {
+    "quadruplet_id": pl.String,
+    "eval_row": pl.Int64,
+    "tm": pl.String,
+    "k": pl.Int64,
+    "theory": pl.String,
+    "finish_reason": pl.String,
+    "prompt_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+}
+
+
+def theorize_rows(
+    rows: pl.DataFrame,
+    k: int,
+    model,
+    template: PromptTemplate | None,
+    params: SamplingParams,
+    names: Mapping[str, str],
+    tm_name: str,
+    raw_prompt: bool = False,
+    max_chars: int = MAX_POST_CHARS,
+) -> pl.DataFrame:
+    requests = build_tm_requests(rows, k, template, params, names, raw_prompt, max_chars)
+    completions = model.generate(requests)
+    records = [
+        {
+            "quadruplet_id": row["quadruplet_id"],
+            "eval_row": row["eval_row"],
+            "tm": tm_name,
+            "k": k,
+            "theory": completion.text if completion.finish_reason != "error" else "",
+            "finish_reason": completion.finish_reason,
+            "prompt_tokens": completion.prompt_tokens,
+            "output_tokens": completion.output_tokens,
+        }
+        for row, completion in zip(rows.iter_rows(named=True), completions, strict=True)
+    ]
+    return pl.DataFrame(records, schema=THEORY_SCHEMA)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from splits.llm import load_model
+
+    rows = read_rows(args.rows)
+    if args.k < 0:
+        raise ConfigError(f"evaluation ks: k={args.k} must be >= 0")
+    template = load_template(args.template, TM_SLOTS, TM_REQUIRED) if args.template else None
+    names = display_names(args.demographics)
+    params = SamplingParams(
+        temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
+    )
+    registry = model_registry(args.model, args.model_spec)
+    model = load_model(args.model, registry, cache_path=args.cache)
+    try:
+        theories = theorize_rows(
+            rows,
+            args.k,
+            model,
+            template,
+            params,
+            names,
+            args.model,
+            args.raw_prompt,
+            args.max_post_chars,
+        )
+    finally:
+        model.close()
+    write_parquet(theories, args.out)
+    n_error = int((theories["finish_reason"] == "error").sum())
+    n_empty = int((theories["theory"].str.strip_chars() == "").sum())
+    log.info(
+        "TM %s k=%d: %d theories (%d empty, %d errors)",
+        args.model,
+        args.k,
+        theories.height,
+        n_empty,
+        n_error,
+    )
+    return 0
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    sample = sub.add_parser("subsample", help="seeded subsample of the quadruplets")
+    sample.add_argument(
+        "--dataset", required=True, help="quadruplets Parquet (pipeline or release v4)"
+    )
+    sample.add_argument("--rows", required=True, help="number of rows, or 'all'")
+    sample.add_argument("--seed", type=int, required=True)
+    sample.add_argument(
+        "--topics", help="topics file: category of each topic when the input has none"
+    )
+    sample.add_argument("--out", required=True)
+    sample.add_argument("--report", help="JSON with the counts")
+    gen = sub.add_parser("generate", help="one theory per row from a TM")
+    gen.add_argument("--rows", required=True, help="evaluation rows Parquet")
+    gen.add_argument("--model", required=True, help="TM name in the model registry")
+    gen.add_argument("--model-spec", required=True, help="the registry entry of --model, as JSON")
+    gen.add_argument("--k", type=int, required=True, help="calibration posts shown to the TM")
+    gen.add_argument("--template", help="TM prompt template (builtin TMs need none)")
+    gen.add_argument(
+        "--raw-prompt", action="store_true", help="send the prompt as a raw completion"
+    )
+    gen.add_argument("--demographics", help="demographics file (display names)")
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--max-tokens", type=int, default=400)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--max-post-chars", type=int, default=MAX_POST_CHARS)
+    gen.add_argument("--cache", help="LLM response cache (SQLite) path")
+    gen.add_argument("--out", required=True, help="theories Parquet")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "subsample":
+        return run_subsample(args)
+    return run_generate(args)
+
+
+def registry_json(spec: Mapping[str, Any]) -> str:
+    return json.dumps(dict(spec), sort_keys=True)
