@@ -7,8 +7,9 @@ processes, side by side:
   blocked product, exact top-K for both measures, Parquet output);
 - the peer: the bare blocked product ``At[block] @ A`` over the same incidence matrix (loaded
   from .npz, so its load time is not counted), same block height and threads, no top-K.
-Wall time and peak memory (max RSS of the process) of each, their ratio, and an extrapolation
-to 50,000 subreddits from a log-log fit over the measured sizes (``--scales``).
+Wall time, CPU time (user + system, less sensitive to a shared machine's load) and peak memory
+(max RSS of the process) of each, their ratios, and an extrapolation to 50,000 subreddits from a
+log-log fit over the measured sizes (``--scales``).
 
     python bench/bench_graph.py --subreddits 2000 --users 200000 --memberships 2000000
     python bench/bench_graph.py            # the issue's size: 20k subreddits, 2M users, 20M
@@ -17,6 +18,7 @@ to 50,000 subreddits from a log-log fit over the measured sizes (``--scales``).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -25,22 +27,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import polars as pl
-import scipy.sparse as sp
-
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "workflow"))
-
-from splits import graph  # noqa: E402
+DEFAULT_BLOCK_MB = 256  # splits.graph.DEFAULT_BLOCK_MB (not imported: see measure())
 
 
 def generate(n_subreddits: int, n_users: int, n_memberships: int, seed: int, out: Path):
-    """Posts Parquet + incidence .npz; returns (posts path, npz path, actual memberships)."""
+    """Posts Parquet + incidence .npz; returns (posts path, npz path, memberships, posts)."""
+    import numpy as np
+    import polars as pl
+    import scipy.sparse as sp
+
     rng = np.random.default_rng(seed)
     # heavy-tailed activity: Pareto degrees, rescaled to the target number of memberships
     raw = rng.pareto(1.5, n_users) + 1.0
-    degrees = np.maximum(1, np.round(raw * (n_memberships / raw.sum()))).astype(np.int64)
+    # draw 1.5x the target: repeated draws of a subreddit by one user collapse into one
+    # membership; the surplus is dropped at random below
+    degrees = np.maximum(1, np.round(raw * (1.5 * n_memberships / raw.sum()))).astype(np.int64)
     degrees = np.minimum(degrees, n_subreddits // 2)
     users = np.repeat(np.arange(n_users, dtype=np.int64), degrees)
     popularity = 1.0 / np.arange(1, n_subreddits + 1) ** 1.0
@@ -49,16 +51,15 @@ def generate(n_subreddits: int, n_users: int, n_memberships: int, seed: int, out
     # every subreddit gets at least 25 members, so the min-posts rule keeps all of them
     floor_subs = np.repeat(np.arange(n_subreddits), 25)
     floor_users = rng.integers(0, n_users, len(floor_subs))
-    pairs = (
-        pl.DataFrame(
-            {
-                "u": np.concatenate([users, floor_users]).astype(np.int32),
-                "s": np.concatenate([subs, floor_subs]).astype(np.int32),
-            }
-        )
-        .unique()
-        .sort("s", "u")
-    )
+    pairs = pl.DataFrame(
+        {
+            "u": np.concatenate([users, floor_users]).astype(np.int32),
+            "s": np.concatenate([subs, floor_subs]).astype(np.int32),
+        }
+    ).unique()
+    if pairs.height > n_memberships:
+        pairs = pairs.sample(n_memberships, seed=seed)
+    pairs = pairs.sort("s", "u")
     del users, subs
     matrix = sp.csr_matrix(
         (
@@ -84,8 +85,10 @@ PEER = r"""
 import sys, time
 from concurrent.futures import ThreadPoolExecutor
 import scipy.sparse as sp
-npz, rows, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+from splits.graph import rows_per_block
+npz, block_mb, threads = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 A = sp.load_npz(npz).tocsr()
+rows = rows_per_block(A.shape[1], block_mb)
 t0 = time.perf_counter()
 At = A.T.tocsr()
 blocks = [(i, min(i + rows, A.shape[1])) for i in range(0, A.shape[1], rows)]
@@ -93,12 +96,15 @@ def block(b):
     return (At[b[0]:b[1]] @ A).nnz
 with ThreadPoolExecutor(threads) as pool:
     nnz = sum(pool.map(block, blocks))
-print(f"PRODUCT {time.perf_counter() - t0:.3f} {nnz}")
+print(f"PRODUCT {time.perf_counter() - t0:.3f} {nnz} {rows}")
 """
 
 
-def measure(argv: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MiB, stdout) of one child process."""
+def measure(argv: list[str]) -> tuple[float, float, str, str, float]:
+    """(wall seconds, peak RSS in MiB, stdout, stderr, CPU seconds) of one child process.
+
+    The peak is the child's ru_maxrss, which on Linux includes the RSS of the forked parent
+    before exec: this process therefore imports nothing heavy and generates data in a child."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -107,26 +113,30 @@ def measure(argv: list[str]) -> tuple[float, float, str]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[:4]} failed:\n{stderr[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, stdout
+    return wall, usage.ru_maxrss / 1024, stdout, stderr, usage.ru_utime + usage.ru_stime
 
 
 def bench_one(args, scale: float, workdir: Path) -> dict:
     n_subs = max(50, int(args.subreddits * scale))
     n_users = max(100, int(args.users * scale))
     n_memb = max(1000, int(args.memberships * scale))
-    t0 = time.perf_counter()
-    posts, npz, memberships, n_posts = generate(n_subs, n_users, n_memb, args.seed, workdir)
-    gen = time.perf_counter() - t0
-    rows = graph.rows_per_block(n_subs, args.block_mb)
+    gen_argv = [sys.executable, __file__, "--generate", str(workdir), str(n_subs), str(n_users)]
+    gen_argv += [str(n_memb), str(args.seed)]
+    gen, _, out, _, _ = measure(gen_argv)
+    memberships, n_posts = (int(x) for x in out.split()[-2:])
+    posts, npz = workdir / "posts.parquet", workdir / "incidence.npz"
     stage_argv = [sys.executable, "-m", "splits.cli", "graph", "--posts", str(posts)]
     stage_argv += ["--top-n", str(n_subs), "--min-posts", "20", "--k", str(args.k)]
     stage_argv += ["--threads", str(args.threads), "--block-mb", str(args.block_mb)]
     stage_argv += ["--out-dir", str(workdir / "graph")]
-    stage_wall, stage_mem, _ = measure(stage_argv)
-    peer_argv = [sys.executable, "-c", PEER, str(npz), str(rows), str(args.threads)]
-    peer_wall, peer_mem, out = measure(peer_argv)
-    product_s = float(out.split()[1])
-    kept = pl.read_parquet(workdir / "graph" / "subreddits.parquet")["kept"].sum()
+    stage_wall, stage_mem, _, stage_log, stage_cpu = measure(stage_argv)
+    for line in stage_log.splitlines():
+        print("    stage:", line.split(": ", 1)[-1], flush=True)
+    peer_argv = [sys.executable, "-c", PEER, str(npz), str(args.block_mb), str(args.threads)]
+    peer_wall, peer_mem, out, _, peer_cpu = measure(peer_argv)
+    product_s, rows = float(out.split()[1]), int(out.split()[3])
+    summary = json.loads((workdir / "graph" / "summary.json").read_text())
+    kept = summary["subreddits_kept"]
     return {
         "subreddits": n_subs,
         "kept": int(kept),
@@ -136,11 +146,22 @@ def bench_one(args, scale: float, workdir: Path) -> dict:
         "generate_s": gen,
         "stage_s": stage_wall,
         "stage_mib": stage_mem,
+        "stage_cpu_s": stage_cpu,
+        "peer_cpu_s": peer_cpu,
         "peer_product_s": product_s,
         "peer_process_s": peer_wall,
         "peer_mib": peer_mem,
         "block_rows": rows,
     }
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares slope and intercept."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+    return slope, my - slope * mx
 
 
 def main() -> int:
@@ -150,7 +171,7 @@ def main() -> int:
     parser.add_argument("--memberships", type=int, default=20_000_000)
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--block-mb", type=float, default=graph.DEFAULT_BLOCK_MB)
+    parser.add_argument("--block-mb", type=float, default=DEFAULT_BLOCK_MB)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--scales",
@@ -162,7 +183,15 @@ def main() -> int:
     )
     parser.add_argument("--target-s", type=float, default=60.0)
     parser.add_argument("--target-mib", type=float, default=3072.0)
+    parser.add_argument("--generate", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.generate:
+        out, n_subs, n_users, n_memb, seed = args.generate
+        _, _, memberships, n_posts = generate(
+            int(n_subs), int(n_users), int(n_memb), int(seed), Path(out)
+        )
+        print(memberships, n_posts)
+        return 0
 
     results = []
     for scale in sorted(args.scales):
@@ -172,10 +201,12 @@ def main() -> int:
         print(
             f"S={r['subreddits']:>6} kept={r['kept']:>6} users={r['users']:>8} "
             f"memberships={r['memberships']:>9} posts={r['posts']:>9} | "
-            f"stage {r['stage_s']:7.2f} s {r['stage_mib']:7.0f} MiB | "
+            f"stage {r['stage_s']:7.2f} s (cpu {r['stage_cpu_s']:.1f} s) {r['stage_mib']:7.0f} MiB | "
             f"peer product {r['peer_product_s']:7.2f} s (process {r['peer_process_s']:.2f} s, "
+            f"cpu {r['peer_cpu_s']:.1f} s, "
             f"{r['peer_mib']:.0f} MiB) | ratio stage/peer product "
-            f"{r['stage_s'] / max(r['peer_product_s'], 1e-9):.2f} | block rows {r['block_rows']}",
+            f"{r['stage_s'] / max(r['peer_product_s'], 1e-9):.2f}, stage/peer cpu "
+            f"{r['stage_cpu_s'] / max(r['peer_cpu_s'], 1e-9):.2f} | block rows {r['block_rows']}",
             flush=True,
         )
     last = results[-1]
@@ -187,9 +218,15 @@ def main() -> int:
         f"{args.target_mib:.0f} {'OK' if ok_mem else 'MISSED'}"
     )
     if len(results) >= 2:
-        xs = np.log([r["subreddits"] for r in results])
-        for key, unit in (("stage_s", "s"), ("stage_mib", "MiB"), ("peer_product_s", "s")):
-            slope, intercept = np.polyfit(xs, np.log([max(r[key], 1e-6) for r in results]), 1)
+        xs = [math.log(r["subreddits"]) for r in results]
+        for key, unit in (
+            ("stage_s", "s"),
+            ("stage_cpu_s", "s"),
+            ("stage_mib", "MiB"),
+            ("peer_product_s", "s"),
+            ("peer_cpu_s", "s"),
+        ):
+            slope, intercept = fit_line(xs, [math.log(max(r[key], 1e-6)) for r in results])
             at = math.exp(intercept + slope * math.log(50000))
             print(
                 f"extrapolation to 50,000 subreddits (users and memberships scaled alike): "

@@ -9,7 +9,6 @@ import numpy as np
 import polars as pl
 import pytest
 import rank_bm25
-
 from splits import bm25
 from splits.bm25 import BM25Index, TopicSplitParams, query_tokens, tokenize, top_k
 from splits.config import ConfigError, Topic, load_topics
@@ -21,7 +20,9 @@ def oracle_top_k(scores: np.ndarray, matched: np.ndarray, k: int) -> np.ndarray:
     return np.array(docs[:k], dtype=np.int64)
 
 
-def assert_same_as_rank_bm25(corpus: list[list[str]], queries: list[list[str]], index: BM25Index) -> None:
+def assert_same_as_rank_bm25(
+    corpus: list[list[str]], queries: list[list[str]], index: BM25Index
+) -> None:
     reference = rank_bm25.BM25Okapi(corpus)
     assert index.n_docs == reference.corpus_size
     assert index.avgdl == reference.avgdl
@@ -136,20 +137,53 @@ TOPICS = [
 def demographic_posts() -> pl.DataFrame:
     rows = []
     texts = {
-        "a": ["basketball dunk tonight", "my garden soil is great", "basketball", "dunk dunk dunk basketball",
-              "nothing here at all", "tomato plants in the garden need soil"],
-        "b": ["three pointer basketball game", "watching the dunk contest", "cooking pasta",
-              "garden", "my tomato plants died", "basketball basketball three pointer dunk"],
+        "a": [
+            "basketball dunk tonight",
+            "my garden soil is great",
+            "basketball",
+            "dunk dunk dunk basketball",
+            "nothing here at all",
+            "tomato plants in the garden need soil",
+        ],
+        "b": [
+            "three pointer basketball game",
+            "watching the dunk contest",
+            "cooking pasta",
+            "garden",
+            "my tomato plants died",
+            "basketball basketball three pointer dunk",
+        ],
     }
     for key, items in texts.items():
         for i, text in enumerate(items):
-            rows.append({"post_id": f"{key}{i}", "author": f"user_{key}{i % 2}", "subreddit": "s",
-                         "text": text, "demographic": key})
+            rows.append(
+                {
+                    "post_id": f"{key}{i}",
+                    "author": f"user_{key}{i % 2}",
+                    "subreddit": "s",
+                    "text": text,
+                    "demographic": key,
+                }
+            )
     # one post by a user above both groups' thresholds
-    rows.append({"post_id": "ab0", "author": "user_both", "subreddit": "s", "text": "basketball dunk",
-                 "demographic": "a"})
-    rows.append({"post_id": "ab0", "author": "user_both", "subreddit": "s", "text": "basketball dunk",
-                 "demographic": "b"})
+    rows.append(
+        {
+            "post_id": "ab0",
+            "author": "user_both",
+            "subreddit": "s",
+            "text": "basketball dunk",
+            "demographic": "a",
+        }
+    )
+    rows.append(
+        {
+            "post_id": "ab0",
+            "author": "user_both",
+            "subreddit": "s",
+            "text": "basketball dunk",
+            "demographic": "b",
+        }
+    )
     return pl.DataFrame(rows)
 
 
@@ -165,15 +199,19 @@ def test_topic_splits_shared_index_against_rank_bm25():
         scores = dict(zip(ids, reference.get_scores(query), strict=True))
         for key in ("a", "b"):
             member_ids = posts.filter(pl.col("demographic") == key).get_column("post_id").to_list()
-            matched = [p for p in member_ids if set(query) & set(tokenize(docs.filter(pl.col("post_id") == p)["text"][0]))]
+            matched = [
+                p
+                for p in member_ids
+                if set(query) & set(tokenize(docs.filter(pl.col("post_id") == p)["text"][0]))
+            ]
             expected = sorted(matched, key=lambda p: (-scores[p], ids.index(p)))[:3]
             got = table.filter((pl.col("topic") == topic.topic) & (pl.col("demographic") == key))
             assert got.get_column("post_id").to_list() == expected
             assert got.get_column("rank").to_list() == list(range(1, len(expected) + 1))
             assert got.get_column("score").to_list() == [scores[p] for p in expected]
-    # post ab0 is retrieved for both groups; authors and texts come along
+    # post ab0 (a user above both thresholds) is retrieved for both groups, with its author
     both = table.filter(pl.col("post_id") == "ab0")
-    assert sorted(both.get_column("demographic").to_list()) == ["a", "a", "b", "b"]
+    assert sorted(both.get_column("demographic").to_list()) == ["a", "b"]
     assert set(both.get_column("author").to_list()) == {"user_both"}
 
 
@@ -191,16 +229,26 @@ def test_drop_fraction_cuts_pooled_bottom_per_topic():
     # norm_score is the score over the query's maximal attainable score
     index = BM25Index.from_texts(posts.unique(subset="post_id").sort("post_id").get_column("text"))
     row = full.filter(pl.col("topic") == "Basketball").row(0, named=True)
-    assert row["norm_score"] == pytest.approx(row["score"] / index.max_score(query_tokens(TOPICS[0].keywords)))
+    assert row["norm_score"] == pytest.approx(
+        row["score"] / index.max_score(query_tokens(TOPICS[0].keywords))
+    )
     assert 0 < row["norm_score"] <= 1
 
 
 def test_per_demographic_index_scores_each_group_alone():
     posts = demographic_posts()
-    table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=5, drop_fraction=0.0, index="per_demographic"))
+    table = bm25.topic_splits(
+        posts, TOPICS, TopicSplitParams(top_k=5, drop_fraction=0.0, index="per_demographic")
+    )
     only_b = posts.filter(pl.col("demographic") == "b").sort("post_id")
     reference = rank_bm25.BM25Okapi([tokenize(t) for t in only_b.get_column("text")])
-    scores = dict(zip(only_b.get_column("post_id"), reference.get_scores(query_tokens(TOPICS[0].keywords)), strict=True))
+    scores = dict(
+        zip(
+            only_b.get_column("post_id"),
+            reference.get_scores(query_tokens(TOPICS[0].keywords)),
+            strict=True,
+        )
+    )
     got = table.filter((pl.col("demographic") == "b") & (pl.col("topic") == "Basketball"))
     assert got.get_column("score").to_list() == [scores[p] for p in got.get_column("post_id")]
 
@@ -209,9 +257,16 @@ def test_cli_filters_by_threshold_and_writes_contract(tmp_path):
     posts = demographic_posts()
     paths = []
     for key in ("a", "b"):
-        frame = posts.filter(pl.col("demographic") == key).drop("demographic").with_columns(
-            pl.when(pl.col("author").str.ends_with("1")).then(10.0).otherwise(90.0).alias("percentile"),
-            pl.lit(1.0).alias("groupness"),
+        frame = (
+            posts.filter(pl.col("demographic") == key)
+            .drop("demographic")
+            .with_columns(
+                pl.when(pl.col("author").str.ends_with("1"))
+                .then(10.0)
+                .otherwise(90.0)
+                .alias("percentile"),
+                pl.lit(1.0).alias("groupness"),
+            )
         )
         path = tmp_path / "demographics" / key / "posts.parquet"
         path.parent.mkdir(parents=True)
@@ -221,12 +276,31 @@ def test_cli_filters_by_threshold_and_writes_contract(tmp_path):
     thresholds.write_text(json.dumps({"a": 50, "b": 50}))
     topics_file = tmp_path / "topics.yaml"
     topics_file.write_text(
-        "topics:\n" + "".join(f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n" for t in TOPICS)
+        "topics:\n"
+        + "".join(
+            f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n"
+            for t in TOPICS
+        )
     )
     out = tmp_path / "out"
-    argv = ["--demographic-posts", *paths, "--thresholds", str(thresholds), "--topics-file", str(topics_file),
-            "--top-k", "50", "--drop-fraction", "0", "--out-topics", str(out / "topics.parquet"),
-            "--out-topic-posts", str(out / "topic_posts.parquet"), "--out-counts", str(out / "counts.csv")]
+    argv = [
+        "--demographic-posts",
+        *paths,
+        "--thresholds",
+        str(thresholds),
+        "--topics-file",
+        str(topics_file),
+        "--top-k",
+        "50",
+        "--drop-fraction",
+        "0",
+        "--out-topics",
+        str(out / "topics.parquet"),
+        "--out-topic-posts",
+        str(out / "topic_posts.parquet"),
+        "--out-counts",
+        str(out / "counts.csv"),
+    ]
     from splits.cli import main
 
     assert main(["topic-splits", *argv]) == 0

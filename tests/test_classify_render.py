@@ -4,7 +4,6 @@ from SPEC 2.9's rules; template parsing (f-string files, plain slots) and the bu
 from __future__ import annotations
 
 import pytest
-
 from splits.classify import (
     CM_SLOTS,
     LexicalCM,

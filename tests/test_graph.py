@@ -203,9 +203,44 @@ def test_cli_writes_contract_outputs(tmp_path, corpus):
 
 
 def test_default_pipeline_graph(default_run: Path):
-    subs = pl.read_parquet(default_run / "results" / "graph" / "subreddits.parquet")
-    nb = pl.read_parquet(default_run / "results" / "graph" / "neighbours.parquet")
+    import yaml
+
+    results = default_run / "results"
+    subs = pl.read_parquet(results / "graph" / "subreddits.parquet")
+    nb = pl.read_parquet(results / "graph" / "neighbours.parquet")
     assert subs.schema == pl.Schema(graph.SUBREDDITS_SCHEMA)
     assert nb.schema == pl.Schema(graph.NEIGHBOURS_SCHEMA)
-    assert subs["kept"].sum() > 10
-    assert nb.height > 0
+    cfg = yaml.safe_load((default_run / "config" / "config.yaml").read_text())["graph"]
+    assert subs["kept"].sum() > 10 and nb["rank"].max() == cfg["k"]
+    # the rule ran the stage on the pipeline's posts table with the configured parameters
+    posts = [results / "posts" / "posts.parquet"]  # posts_files() of common.smk
+    again = graph.compute_graph(pl.scan_parquet(posts), cfg["top_n"], cfg["min_posts"], cfg["k"])
+    assert again.subreddits.equals(subs)
+    assert again.neighbours.equals(nb)
+
+
+def test_case_variants_are_one_subreddit_and_empty_input():
+    posts = pl.DataFrame(
+        {
+            "subreddit": ["AskReddit", "askreddit", "ASKREDDIT", "pics", "pics", "pics", None],
+            "author": ["u1", "u1", "u2", "u1", "u3", None, "u4"],
+        }
+    )
+    res = graph.compute_graph(posts.lazy(), top_n=10, min_posts=0, k=5)
+    table = {r["subreddit"]: r for r in res.subreddits.iter_rows(named=True)}
+    assert set(table) == {"askreddit", "pics"}
+    assert (table["askreddit"]["n_users"], table["askreddit"]["n_posts"]) == (2, 3)
+    assert (table["pics"]["n_users"], table["pics"]["n_posts"]) == (2, 2)  # null author dropped
+    row = res.neighbours.filter(subreddit="askreddit", measure="jaccard").row(0, named=True)
+    assert (row["neighbour"], row["overlap"], row["value"]) == ("pics", 1, pytest.approx(1 / 3))
+    assert res.n_users == 3 and res.n_memberships == 4
+    empty = graph.compute_graph(posts.clear().lazy(), top_n=10, min_posts=0, k=5)
+    assert empty.subreddits.height == 0 and empty.neighbours.height == 0
+
+
+def test_kernel_and_public_product_agree(corpus, monkeypatch):
+    fast = graph.compute_graph(corpus.lazy(), 200, 2, 7, 1, 0.2).neighbours
+    monkeypatch.setattr(graph, "_csr_matmat", None)
+    slow = graph.compute_graph(corpus.lazy(), 200, 2, 7, 1, 256).neighbours
+    assert fast.height > 1000
+    assert fast.equals(slow)

@@ -9,7 +9,6 @@ import krippendorff
 import numpy as np
 import polars as pl
 import pytest
-
 from splits.probes.grasp import (
     cross_replication_reliability,
     dices_ratings,
@@ -148,7 +147,9 @@ def test_rater_groups_intersections_minimum_and_duplicates():
     names = {g.name for g in groups}
     assert {"gender=f", "gender=m", "age=old", "age=young"} <= names
     assert "gender=f & age=young" in names  # two raters (a, b)
-    assert any(s["group"] == "gender=f & age=old" and s["reason"] == "too few raters" for s in skipped)
+    assert any(
+        s["group"] == "gender=f & age=old" and s["reason"] == "too few raters" for s in skipped
+    )
 
 
 def test_grasp_cli_on_csv_ratings(tmp_path):
@@ -172,4 +173,7 @@ def test_grasp_cli_on_csv_ratings(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_raters"] == 9 and summary["n_items"] == 25
     # a missing column is a clear one-line error, not a traceback
-    assert main(["probe", "grasp", "--ratings", str(tmp_path / "ratings.csv"), "--outdir", str(out)]) == 2
+    assert (
+        main(["probe", "grasp", "--ratings", str(tmp_path / "ratings.csv"), "--outdir", str(out)])
+        == 2
+    )

@@ -10,7 +10,6 @@ from collections import Counter, defaultdict
 import polars as pl
 import pytest
 import yaml
-
 from splits.config import ConfigError, Demographic, load_demographics
 from splits.groupness import (
     FORMULAS,
@@ -36,7 +35,7 @@ def make_posts(n_users: int = 150, seed: int = 1) -> pl.DataFrame:
             pid += 1
     # a known bot and AutoModerator posting in a seed subreddit
     for author in ("helper_bot", "AutoModerator"):
-        for i in range(3):
+        for _ in range(3):
             rows.append((f"p{pid:06d}", "seeda", author))
             pid += 1
     return pl.DataFrame(

@@ -6,7 +6,6 @@ import json
 
 import polars as pl
 import pytest
-
 from splits.cli import main
 from splits.config import ConfigError
 from splits.human import blind, read_filled, sheet_score

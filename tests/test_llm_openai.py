@@ -7,7 +7,6 @@ import logging
 import time
 
 import pytest
-
 from splits.cli import main as splits_main
 from splits.config import ConfigError
 from splits.llm import LLMError, Request, SamplingParams, load_model
@@ -36,15 +35,21 @@ def test_chat_goes_to_chat_and_prompt_to_completions():
         params = SamplingParams(temperature=0.0, max_tokens=7, seed=3, stop=("\n",))
         out = model.generate(
             [
-                Request(messages=({"role": "system", "content": "s"}, {"role": "user", "content": "hi there"}), params=params),
+                Request(
+                    messages=(
+                        {"role": "system", "content": "s"},
+                        {"role": "user", "content": "hi there"},
+                    ),
+                    params=params,
+                ),
                 Request(prompt="Answer: A", params=params),
             ]
         )
         assert [c.text for c in out] == ["reply: hi there", "reply: Answer: A"]
         assert [c.finish_reason for c in out] == ["stop", "stop"]
         assert out[1].output_tokens == 3 and out[1].prompt_tokens == 2
-        chat, = server.calls("/chat/completions")
-        plain, = server.calls("/v1/completions")
+        (chat,) = server.calls("/chat/completions")
+        (plain,) = server.calls("/v1/completions")
         assert chat["body"]["messages"][1] == {"role": "user", "content": "hi there"}
         assert chat["body"]["model"] == "served-model"
         assert plain["body"]["prompt"] == "Answer: A"
@@ -58,7 +63,9 @@ def test_length_finish_reason_and_order():
     with FakeOpenAIServer() as server:
         model = load_model("api", registry(server, concurrency=4), cache_path=None)
         prompts = [" ".join(["w"] * n) for n in range(1, 12)]
-        out = model.generate([Request(prompt=p, params=SamplingParams(max_tokens=4)) for p in prompts])
+        out = model.generate(
+            [Request(prompt=p, params=SamplingParams(max_tokens=4)) for p in prompts]
+        )
         assert [c.finish_reason for c in out] == ["stop"] * 3 + ["length"] * 8
         assert [c.text for c in out[:3]] == ["reply: " + p for p in prompts[:3]]
 
@@ -66,14 +73,23 @@ def test_length_finish_reason_and_order():
 def test_retries_every_failure_kind_then_succeeds(caplog):
     script = ["429", "500", "503", "malformed", "nochoices", "timeout", "drop"]
     with FakeOpenAIServer(script=list(script), hang_s=1.0) as server:
-        model = load_model("api", registry(server, timeout_s=0.3, max_retries=7, concurrency=1), None)
+        model = load_model(
+            "api", registry(server, timeout_s=0.3, max_retries=7, concurrency=1), None
+        )
         with caplog.at_level(logging.WARNING):
             (out,) = model.generate([Request(prompt="persist")])
         assert out.text == "reply: persist"
         assert len(server.calls()) == len(script) + 1
         retries = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
         assert len(retries) == len(script)
-        for needle in ("HTTP 429", "HTTP 500", "HTTP 503", "malformed", "timeout", "connection error"):
+        for needle in (
+            "HTTP 429",
+            "HTTP 500",
+            "HTTP 503",
+            "malformed",
+            "timeout",
+            "connection error",
+        ):
             assert any(needle in m for m in retries), needle
 
 
@@ -98,7 +114,9 @@ def test_client_errors_are_not_retried():
 def test_backoff_grows_exponentially_with_jitter():
     base, cap = 0.04, 10.0
     with FakeOpenAIServer(script=["500"] * 4) as server:
-        model = load_model("api", registry(server, backoff_base_s=base, backoff_max_s=cap, concurrency=1), None)
+        model = load_model(
+            "api", registry(server, backoff_base_s=base, backoff_max_s=cap, concurrency=1), None
+        )
         model.generate([Request(prompt="x")])
         times = [c["t"] for c in server.calls()]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
@@ -158,7 +176,9 @@ def test_failure_keeps_finished_results_in_cache(tmp_path):
             again.generate(requests)
         # results that had finished were cached and are not requested again
         assert good_calls >= 1
-        n_good_second = len([c for c in server.calls() if c["body"]["prompt"] != "bad"]) - good_calls
+        n_good_second = (
+            len([c for c in server.calls() if c["body"]["prompt"] != "bad"]) - good_calls
+        )
         assert n_good_second == 2 - good_calls
 
 
@@ -173,8 +193,12 @@ def test_api_key_never_leaks(tmp_path, monkeypatch, caplog, capsys):
     with caplog.at_level(logging.DEBUG), FakeOpenAIServer(action_for=action) as server:
         reg = registry(server, api_key_env="SPLITS_TEST_KEY", max_retries=1)
         model = load_model("api", reg, cache)
-        assert SECRET not in repr(model.backend) and SECRET not in json.dumps(model.backend.identity())
-        out = model.generate([Request(prompt="hello"), Request(messages=({"role": "user", "content": "x"},))])
+        assert SECRET not in repr(model.backend) and SECRET not in json.dumps(
+            model.backend.identity()
+        )
+        out = model.generate(
+            [Request(prompt="hello"), Request(messages=({"role": "user", "content": "x"},))]
+        )
         assert all(c["headers"]["Authorization"] == f"Bearer {SECRET}" for c in server.calls())
         errors = []
         for prompt in ("flaky", "broken"):
@@ -187,8 +211,21 @@ def test_api_key_never_leaks(tmp_path, monkeypatch, caplog, capsys):
         prompts = tmp_path / "in.jsonl"
         prompts.write_text('{"prompt": "hello"}\n{"prompt": "cli"}\n')
         out_file = tmp_path / "out.jsonl"
-        rc = splits_main(["llm", "--config", str(cfg), "--model", "api", "--input", str(prompts),
-                          "--output", str(out_file), "--cache", str(cache)])
+        rc = splits_main(
+            [
+                "llm",
+                "--config",
+                str(cfg),
+                "--model",
+                "api",
+                "--input",
+                str(prompts),
+                "--output",
+                str(out_file),
+                "--cache",
+                str(cache),
+            ]
+        )
         assert rc == 0
     assert all(SECRET not in c.text for c in out)
     assert all(SECRET not in e for e in errors)
@@ -198,14 +235,20 @@ def test_api_key_never_leaks(tmp_path, monkeypatch, caplog, capsys):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
-    assert [json.loads(x)["text"] for x in out_file.read_text().splitlines()] == ["reply: hello", "reply: cli"]
+    assert [json.loads(x)["text"] for x in out_file.read_text().splitlines()] == [
+        "reply: hello",
+        "reply: cli",
+    ]
     assert json.loads(out_file.read_text().splitlines()[0])["cached"] is True
 
 
 def test_missing_key_variable_is_a_config_error(monkeypatch):
     monkeypatch.delenv("SPLITS_TEST_ABSENT_KEY", raising=False)
     with FakeOpenAIServer() as server:
-        with pytest.raises(ConfigError, match=r"^models\.api\.api_key_env: environment variable SPLITS_TEST_ABSENT_KEY"):
+        with pytest.raises(
+            ConfigError,
+            match=r"^models\.api\.api_key_env: environment variable SPLITS_TEST_ABSENT_KEY",
+        ):
             load_model("api", registry(server, api_key_env="SPLITS_TEST_ABSENT_KEY"), None)
 
 
@@ -215,14 +258,27 @@ def test_cli_reports_bad_input_lines(tmp_path, capsys):
         cfg.write_text(json.dumps({"models": registry(server)}))
         prompts = tmp_path / "in.jsonl"
         prompts.write_text('{"prompt": "ok"}\n{"promt": "typo"}\n')
-        rc = splits_main(["llm", "--config", str(cfg), "--model", "api", "--input", str(prompts), "--no-cache"])
+        rc = splits_main(
+            ["llm", "--config", str(cfg), "--model", "api", "--input", str(prompts), "--no-cache"]
+        )
         assert rc == 2
         assert f"{prompts}:2: unknown key 'promt'" in capsys.readouterr().err
         assert server.calls() == []
         with FakeOpenAIServer(default_action="500") as down:
             cfg.write_text(json.dumps({"models": registry(down, max_retries=0)}))
             prompts.write_text('{"prompt": "ok"}\n')
-            rc = splits_main(["llm", "--config", str(cfg), "--model", "api", "--input", str(prompts), "--no-cache"])
+            rc = splits_main(
+                [
+                    "llm",
+                    "--config",
+                    str(cfg),
+                    "--model",
+                    "api",
+                    "--input",
+                    str(prompts),
+                    "--no-cache",
+                ]
+            )
             assert rc == 1
             err = capsys.readouterr().err
             assert down.base_url in err and "HTTP 500" in err and "Traceback" not in err

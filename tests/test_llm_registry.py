@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import sys
 import textwrap
 
 import pytest
-
 from splits.config import ConfigError, load_config
 from splits.llm import (
     BUILTIN_MODELS,
@@ -39,7 +39,9 @@ class CountingBackend(Backend):
 
     def generate(self, requests):
         self.seen.extend(requests)
-        return [Completion(str((r.payload or {}).get("answer")), "stop", 1, 1, 0.0) for r in requests]
+        return [
+            Completion(str((r.payload or {}).get("answer")), "stop", 1, 1, 0.0) for r in requests
+        ]
 
 
 register_builtin("test_counting")(CountingBackend)
@@ -50,11 +52,23 @@ register_builtin("test_counting")(CountingBackend)
     [
         ({"backend": "vllm"}, "models.m.model: required key is missing"),
         ({"backend": "vllm", "model": "x", "tp": 2}, "models.m.tp: unknown key"),
-        ({"backend": "vllm", "model": "x", "tensor_parallel_size": 0}, "models.m.tensor_parallel_size:"),
+        (
+            {"backend": "vllm", "model": "x", "tensor_parallel_size": 0},
+            "models.m.tensor_parallel_size:",
+        ),
         ({"backend": "openai", "model": "x"}, "models.m.base_url: required key is missing"),
-        ({"backend": "openai", "model": "x", "base_url": "localhost:8000"}, "models.m.base_url: must start"),
-        ({"backend": "openai", "model": "x", "base_url": "http://h", "concurrency": "many"}, "models.m.concurrency:"),
-        ({"backend": "openai", "model": "x", "base_url": "http://h", "api_key": "sk"}, "models.m.api_key: unknown key"),
+        (
+            {"backend": "openai", "model": "x", "base_url": "localhost:8000"},
+            "models.m.base_url: must start",
+        ),
+        (
+            {"backend": "openai", "model": "x", "base_url": "http://h", "concurrency": "many"},
+            "models.m.concurrency:",
+        ),
+        (
+            {"backend": "openai", "model": "x", "base_url": "http://h", "api_key": "sk"},
+            "models.m.api_key: unknown key",
+        ),
         ({"backend": "transformers", "model": "x", "device": "gpu0"}, "models.m.device:"),
         ({"backend": "builtin"}, "models.m.kind: required key is missing"),
         ({"backend": "tensorflow"}, "models.m.backend:"),
@@ -74,7 +88,9 @@ def test_defaults_are_filled_and_input_untouched():
     assert checked["concurrency"] == 8 and checked["max_retries"] == 6
     assert checked["api_key_env"] is None
     assert spec == {"backend": "openai", "model": "x", "base_url": "http://h/v1"}
-    builtin = validate_registry({"b": {"backend": "builtin", "kind": "k", "own_param": [1, 2]}})["b"]
+    builtin = validate_registry({"b": {"backend": "builtin", "kind": "k", "own_param": [1, 2]}})[
+        "b"
+    ]
     assert builtin["own_param"] == [1, 2]  # builtin kinds define their own keys
 
 
@@ -88,7 +104,12 @@ def test_registry_errors_through_the_config_file(tmp_path):
 def test_gpu_resources():
     registry = {
         "big": {"backend": "vllm", "model": "m", "tensor_parallel_size": 4},
-        "slurm": {"backend": "vllm", "model": "m", "tensor_parallel_size": 2, "slurm_extra": "--qos=gpu"},
+        "slurm": {
+            "backend": "vllm",
+            "model": "m",
+            "tensor_parallel_size": 2,
+            "slurm_extra": "--qos=gpu",
+        },
         "hf_gpu": {"backend": "transformers", "model": "m", "device": "cuda:1"},
         "hf_cpu": {"backend": "transformers", "model": "m", "device": "cpu"},
         "api": {"backend": "openai", "model": "m", "base_url": "http://h/v1"},
@@ -106,7 +127,9 @@ def test_gpu_resources():
 def test_request_key_properties():
     ident = {"backend": "x", "model": "m"}
     chat = Request(messages=({"role": "user", "content": "hi"},))
-    assert request_key(ident, chat, False) == request_key(ident, Request(messages=({"content": "hi", "role": "user"},)), False)
+    assert request_key(ident, chat, False) == request_key(
+        ident, Request(messages=({"content": "hi", "role": "user"},)), False
+    )
     variants = [
         Request(prompt="hi"),
         Request(messages=({"role": "user", "content": "hi!"},)),
@@ -116,11 +139,13 @@ def test_request_key_properties():
     ]
     keys = {request_key(ident, r, False) for r in [chat, *variants]}
     assert len(keys) == 6
-    assert request_key({"backend": "x", "model": "other"}, chat, False) != request_key(ident, chat, False)
-    # greedy decoding ignores the seed; sampling does not
-    assert request_key(ident, Request(prompt="a", params=SamplingParams(seed=1)), False) == request_key(
-        ident, Request(prompt="a", params=SamplingParams(seed=2)), False
+    assert request_key({"backend": "x", "model": "other"}, chat, False) != request_key(
+        ident, chat, False
     )
+    # greedy decoding ignores the seed; sampling does not
+    assert request_key(
+        ident, Request(prompt="a", params=SamplingParams(seed=1)), False
+    ) == request_key(ident, Request(prompt="a", params=SamplingParams(seed=2)), False)
     hot = SamplingParams(temperature=1.0, seed=1)
     assert request_key(ident, Request(prompt="a", params=hot), False) != request_key(
         ident, Request(prompt="a", params=SamplingParams(temperature=1.0, seed=2)), False
@@ -147,7 +172,9 @@ def test_model_caches_and_deduplicates(tmp_path):
     assert [c.cached for c in second] == [True] * 9 + [False]
     assert [r.payload for r in again.backend.seen] == [{"answer": 7}]
     # a different model identity does not see these entries
-    other = load_model("d", {"d": {"backend": "builtin", "kind": "test_counting", "version": 2}}, cache)
+    other = load_model(
+        "d", {"d": {"backend": "builtin", "kind": "test_counting", "version": 2}}, cache
+    )
     other.generate(requests[:3])
     assert len(other.backend.seen) == 3
     assert again.name == "c" and again.spec["kind"] == "test_counting"
@@ -161,7 +188,9 @@ def test_errors_are_not_cached(tmp_path):
             self.seen.extend(requests)
             return [Completion("", "error", 0, 0, 0.0) for _ in requests]
 
-    model = load_model("f", {"f": {"backend": "builtin", "kind": "test_flaky"}}, tmp_path / "c.sqlite")
+    model = load_model(
+        "f", {"f": {"backend": "builtin", "kind": "test_flaky"}}, tmp_path / "c.sqlite"
+    )
     model.generate([Request(prompt="x")])
     model.generate([Request(prompt="x")])
     assert len(model.backend.seen) == 2
@@ -214,8 +243,28 @@ def test_builtin_kinds_from_provider_modules(tmp_path, monkeypatch):
 def test_cache_file_is_wal_sqlite(tmp_path):
     cache = ResponseCache(tmp_path / "c.sqlite")
     cache.put("k", Completion("t", "stop", 1, 2, 0.5))
-    assert cache.get_many(["k", "missing"]) == {"k": Completion("t", "stop", 1, 2, 0.5, cached=True)}
+    assert cache.get_many(["k", "missing"]) == {
+        "k": Completion("t", "stop", 1, 2, 0.5, cached=True)
+    }
     cache.close()
     conn = sqlite3.connect(tmp_path / "c.sqlite")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0] == 1
+
+
+def test_progress_bar_and_throughput_line(caplog, capsys):
+    model = load_model("c", {"c": {"backend": "builtin", "kind": "test_counting"}})
+    requests = [Request(prompt="q", payload={"answer": i}) for i in range(20)]
+    with caplog.at_level(logging.INFO, logger="splits.llm.registry"):
+        model.generate(requests)
+    line = next(r.getMessage() for r in caplog.records if "requests/s" in r.getMessage())
+    assert "model c: 20 requests (0 cached, 20 generated)" in line
+    assert "tokens/s (prompt 20, output 20 tokens)" in line
+    assert "llm c" in capsys.readouterr().err  # the tqdm bar went to stderr
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="splits.llm.registry"):
+        model.generate(requests[:2], progress=False)
+    assert not any(
+        "requests/s" in r.getMessage() for r in caplog.records
+    )  # short batches stay quiet
+    assert capsys.readouterr().err == ""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from splits.llm import Request, SamplingParams, load_model
 from splits.llm.tiny import build_tiny_model
 
 torch = pytest.importorskip("torch", reason="the transformers backend needs torch")
-transformers = pytest.importorskip("transformers", reason="the transformers backend needs transformers")
+transformers = pytest.importorskip(
+    "transformers", reason="the transformers backend needs transformers"
+)
 
 PROMPTS = [
     "hi",
@@ -21,6 +22,15 @@ CHAT = ({"role": "system", "content": "be brief"}, {"role": "user", "content": "
 GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """A tiny model on a shared 2-core machine runs ~10x faster on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory):
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "llama")
@@ -28,7 +38,15 @@ def tiny_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model(tiny_path):
-    registry = {"tiny": {"backend": "transformers", "model": str(tiny_path), "device": "cpu", "batch_size": 3}}
+    registry = {
+        "tiny": {
+            "backend": "transformers",
+            "model": str(tiny_path),
+            "device": "cpu",
+            "batch_size": 3,
+            "cpu_threads": 1,
+        }
+    }
     with load_model("tiny", registry, cache_path=None) as loaded:
         yield loaded
 
@@ -59,12 +77,16 @@ def test_tiny_model_is_cached_per_directory(tiny_path):
     assert build_tiny_model(tiny_path) == tiny_path
     assert (tiny_path / "config.json").stat().st_mtime_ns == stamp
     config = transformers.AutoConfig.from_pretrained(tiny_path)
-    assert config.model_type == "llama" and config.hidden_size == 64 and config.num_hidden_layers == 2
+    assert (
+        config.model_type == "llama" and config.hidden_size == 64 and config.num_hidden_layers == 2
+    )
 
 
 def test_mixed_length_batch_equals_unbatched_and_oracle(model, reference):
     tok, run = reference
-    requests = [Request(prompt=p, params=GREEDY) for p in PROMPTS] + [Request(messages=CHAT, params=GREEDY)]
+    requests = [Request(prompt=p, params=GREEDY) for p in PROMPTS] + [
+        Request(messages=CHAT, params=GREEDY)
+    ]
     batched = model.generate(requests)
     alone = [model.generate([r])[0] for r in requests]
     assert [c.text for c in batched] == [c.text for c in alone]
@@ -93,7 +115,9 @@ def test_stop_strings_cut_the_text(model):
     assert free.finish_reason == "length" and len(free.text) > 6
     stop = free.text[len(free.text) // 2 : len(free.text) // 2 + 2]
     prefix = free.text[: free.text.index(stop)]
-    cut = model.generate([Request(prompt=PROMPTS[1], params=SamplingParams(max_tokens=16, stop=(stop,)))])[0]
+    cut = model.generate(
+        [Request(prompt=PROMPTS[1], params=SamplingParams(max_tokens=16, stop=(stop,)))]
+    )[0]
     assert cut.text == prefix
     assert cut.finish_reason == "stop"
     assert cut.output_tokens < 16
@@ -102,7 +126,9 @@ def test_stop_strings_cut_the_text(model):
 def test_sampling_is_seeded(model):
     def sample(seed):
         params = SamplingParams(temperature=1.0, max_tokens=12, seed=seed)
-        return model.generate([Request(prompt="hi", params=params), Request(prompt="Answer:", params=params)])
+        return model.generate(
+            [Request(prompt="hi", params=params), Request(prompt="Answer:", params=params)]
+        )
 
     first, same, other = sample(1), sample(1), sample(2)
     assert [c.text for c in first] == [c.text for c in same]

@@ -8,19 +8,20 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import proportion_confint
-
 from splits.metrics import (
     benjamini_hochberg,
     comparisons_table,
     geometric_mean,
+    groups_table,
     mcnemar_exact,
+    sign_flip_p,
     splits_table,
     summary_table,
     wilson_interval,
 )
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
 
 
 @pytest.mark.parametrize("k, n", [(0, 10), (10, 10), (7, 20), (104, 200), (1, 3), (493, 500)])
@@ -147,7 +148,21 @@ def test_comparisons_are_paired_and_adjusted():
     # bad right & good wrong: none; good right & bad wrong: q0, q2, q4
     assert (overall["only_1_correct"], overall["only_2_correct"]) == (0, 3)
     assert overall["p_value"] == pytest.approx(mcnemar([[2, 0], [3, 1]], exact=True).pvalue)
-    for split, part in table.group_by("split"):
+    for _split, part in table.group_by("split"):
         np.testing.assert_allclose(
             part["p_bh"].to_numpy(), multipletests(part["p_value"].to_numpy(), method="fdr_bh")[1]
         )
+
+
+def test_groups_pool_tms_and_compare_them_paired():
+    predictions = _predictions()
+    table = groups_table(predictions, {"strong": ["good"], "weak": ["bad"]}, seed=1)
+    strong = table.filter((pl.col("group") == "strong") & pl.col("versus").is_null()).row(
+        0, named=True
+    )
+    assert (strong["n"], strong["correct"], strong["rows"]) == (6, 5, 6)
+    versus = table.filter(pl.col("versus") == "weak").row(0, named=True)
+    assert versus["difference"] == pytest.approx(3 / 6)
+    # 3 rows differ by +1, 3 by 0: only 2^3 distinct sign patterns, P(|mean| >= 0.5) = 2/8
+    assert versus["p_value"] == pytest.approx(0.25, abs=0.02)
+    assert sign_flip_p(np.zeros(5)) == 1.0

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
+import yaml
 from splits.cli import main
 from splits.probes.common import Group
 from splits.probes.empathy import empathy_gap, gap_delta, parse_intensity
@@ -19,7 +19,11 @@ from splits.probes.scripted import ScriptedProbeModel
 
 REPO = Path(__file__).resolve().parents[1]
 DEMOGRAPHICS = str(REPO / "config" / "demographics.sample.yaml")
-GROUPS = [Group("a", "a person of group A"), Group("b", "a person of group B"), Group("c", "someone C")]
+GROUPS = [
+    Group("a", "a person of group A"),
+    Group("b", "a person of group B"),
+    Group("c", "someone C"),
+]
 
 
 def test_parse_yes_no():
@@ -112,12 +116,16 @@ def _empathy_responses(rng, n_items, groups, bonus, refuse=(), garble=()):
                 if f"i{i}" in garble and (p, e) == (groups[-1], groups[0]):
                     value, status = None, "unparsable"
                 rows.append((f"i{i}", p, e, value, status))
-    return pl.DataFrame(rows, schema=["item_id", "perceiver", "experiencer", "intensity", "status"], orient="row")
+    return pl.DataFrame(
+        rows, schema=["item_id", "perceiver", "experiencer", "intensity", "status"], orient="row"
+    )
 
 
 def test_empathy_gap_detects_planted_in_group_effect():
     groups = list("abcdef")
-    responses = _empathy_responses(np.random.default_rng(0), 30, groups, 10.0, refuse={"i3"}, garble={"i5", "i3"})
+    responses = _empathy_responses(
+        np.random.default_rng(0), 30, groups, 10.0, refuse={"i3"}, garble={"i5", "i3"}
+    )
     result = empathy_gap(responses, groups, 10000, 2000, 0)
     assert result.n_items == 30 and result.n_items_kept == 28
     assert result.excluded == {"refusal": 1, "unparsable": 1, "missing_cells": 0}
@@ -187,46 +195,113 @@ def _model_args(name: str, spec: dict, cache: Path) -> list[str]:
     return ["--model", name, "--model-spec", json.dumps(spec), "--cache", str(cache)]
 
 
-def _run_all_probes(tmp_path: Path, name: str, spec: dict, n_items: int, extra: list[str] = ()) -> Path:
+def _run_all_probes(
+    tmp_path: Path,
+    name: str,
+    spec: dict,
+    n_items: int,
+    extra: list[str] = (),
+    demographics: str = DEMOGRAPHICS,
+    personalization_extra: list[str] = (),
+) -> Path:
     posts = _topic_posts(tmp_path / "topic_posts.parquet")
     cache = tmp_path / "cache.sqlite"
     out = tmp_path / "out"
     prompts = REPO / "resources" / "prompts"
-    common = [*_model_args(name, spec, cache), "--demographics", DEMOGRAPHICS, *extra]
+    common = [*_model_args(name, spec, cache), "--demographics", demographics, *extra]
     assert (
         main(
-            ["probe", "stress", "--source", "topics", "--input", str(posts), "--prompt",
-             str(prompts / "probe_stress.txt"), "--max-items", str(n_items), "--attempts", "2",
-             "--outdir", str(out / "stress"), *common]
+            [
+                "probe",
+                "stress",
+                "--source",
+                "topics",
+                "--input",
+                str(posts),
+                "--prompt",
+                str(prompts / "probe_stress.txt"),
+                "--max-items",
+                str(n_items),
+                "--attempts",
+                "2",
+                "--outdir",
+                str(out / "stress"),
+                *common,
+            ]
         )  # fmt: skip
         == 0
     )
     assert (
         main(
-            ["probe", "empathy", "--source", "topics", "--input", str(posts), "--system-prompt",
-             str(prompts / "probe_empathy_system.txt"), "--prompt", str(prompts / "probe_empathy.txt"),
-             "--max-items", str(n_items), "--permutations", "1000", "--flips", "1000",
-             "--outdir", str(out / "empathy"), *common]
+            [
+                "probe",
+                "empathy",
+                "--source",
+                "topics",
+                "--input",
+                str(posts),
+                "--system-prompt",
+                str(prompts / "probe_empathy_system.txt"),
+                "--prompt",
+                str(prompts / "probe_empathy.txt"),
+                "--max-items",
+                str(n_items),
+                "--permutations",
+                "1000",
+                "--flips",
+                "1000",
+                "--outdir",
+                str(out / "empathy"),
+                *common,
+            ]
         )  # fmt: skip
         == 0
     )
     tasks = [
-        {"name": "knowledge", "kind": "interval", "prompt": str(prompts / "probe_task_interval.txt")},
+        {
+            "name": "knowledge",
+            "kind": "interval",
+            "prompt": str(prompts / "probe_task_interval.txt"),
+        },
         {"name": "reply", "kind": "similarity", "prompt": str(prompts / "probe_task_reply.txt")},
     ]
     assert (
         main(
-            ["probe", "personalization", "--input", str(posts), "--rewrite-prompt",
-             str(prompts / "probe_rewrite.txt"), "--tasks", json.dumps(tasks), "--max-items",
-             str(n_items), "--outdir", str(out / "personalization"), *common]
+            [
+                "probe",
+                "personalization",
+                "--input",
+                str(posts),
+                "--rewrite-prompt",
+                str(prompts / "probe_rewrite.txt"),
+                "--tasks",
+                json.dumps(tasks),
+                "--max-items",
+                str(n_items),
+                "--outdir",
+                str(out / "personalization"),
+                *common,
+                *personalization_extra,
+            ]
         )  # fmt: skip
         == 0
     )
     assert (
         main(
-            ["probe", "grasp", "--ratings", str(out / "stress" / "ratings.parquet"), "--raters",
-             str(out / "stress" / "raters.parquet"), "--min-raters", "2", "--permutations", "50",
-             "--outdir", str(out / "grasp")]
+            [
+                "probe",
+                "grasp",
+                "--ratings",
+                str(out / "stress" / "ratings.parquet"),
+                "--raters",
+                str(out / "stress" / "raters.parquet"),
+                "--min-raters",
+                "2",
+                "--permutations",
+                "50",
+                "--outdir",
+                str(out / "grasp"),
+            ]
         )  # fmt: skip
         == 0
     )
@@ -239,7 +314,7 @@ def test_probes_cli_end_to_end_with_scripted_model(tmp_path):
         "kind": "probe-scripted",
         "yes_groups": ["jewish"],
         "ingroup_bonus": 10,
-        "interval_bias": {"Jewish": 2},
+        "interval_bias": {"Jewish": 2, "Jew": 2},
     }
     out = _run_all_probes(tmp_path, "scripted", spec, 12)
     stress = json.loads((out / "stress" / "summary.json").read_text())
@@ -269,17 +344,30 @@ def test_probes_cli_end_to_end_with_tiny_transformers_model(tmp_path):
 
     model_dir = build_tiny_model(tmp_path / "tiny")
     spec = {"backend": "transformers", "model": str(model_dir), "device": "cpu"}
-    out = _run_all_probes(tmp_path, "tiny", spec, 10, ["--max-tokens", "6"])
+    # two demographics (those of the posts' first two groups) keep the CPU generation short
+    two = tmp_path / "demographics.yaml"
+    full = yaml.safe_load(Path(DEMOGRAPHICS).read_text())
+    keep = [d for d in full["demographics"] if d["key"] in ("catholic", "jewish")]
+    two.write_text(yaml.safe_dump({"demographics": keep}))
+    out = _run_all_probes(
+        tmp_path, "tiny", spec, 10, ["--max-tokens", "4"], str(two), ["--task-max-tokens", "4"]
+    )
     stress = json.loads((out / "stress" / "summary.json").read_text())
-    assert stress["n_items"] == 10 and stress["n_attempts"] == 10 * 6 * 2
+    assert stress["n_items"] == 10 and stress["n_attempts"] == 10 * 2 * 2
     assert 0.0 <= stress["undetected_rate_attempts"] <= 1.0
     responses = pl.read_parquet(out / "stress" / "responses.parquet")
-    assert responses.height == 120 and responses["response"].null_count() == 0
+    assert responses.height == 40 and responses["response"].null_count() == 0
     empathy = json.loads((out / "empathy" / "summary.json").read_text())
     assert empathy["n_items"] == 10
     assert sum(empathy["excluded_items"].values()) + empathy["n_items_kept"] == 10
     summary = json.loads((out / "personalization" / "summary.json").read_text())
-    assert summary["n_posts"] == 10 and summary["n_rewrites"] == 50
+    # only posts of the two groups are rewritten, each into the other group
+    rewrites = pl.read_parquet(out / "personalization" / "rewrites.parquet")
+    assert summary["n_posts"] == 10 and summary["n_rewrites"] == rewrites.height >= 1
+    assert set(zip(rewrites["source"], rewrites["target"], strict=True)) <= {
+        ("catholic", "jewish"),
+        ("jewish", "catholic"),
+    }
 
 
 def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
@@ -300,7 +388,7 @@ def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
          "--demographics", DEMOGRAPHICS]
     )  # fmt: skip
     assert code == 2
-    assert "{group}" in capsys.readouterr().err or "group" in capsys.readouterr().err
+    assert "lacks the slot(s) group" in capsys.readouterr().err
 
 
 def test_default_pipeline_probe_outputs(default_run):

@@ -200,8 +200,6 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
         "5",
         "--retries",
         "0",
-        "--keep-going",
-        "false",
         *CPU_TARGETS,
         cwd=workdir,
         timeout=1500,

@@ -7,7 +7,6 @@ import random
 
 import polars as pl
 import pytest
-
 from splits.classify import CM_SLOTS, parse_template
 from splits.config import ConfigError
 from splits.llm import load_model

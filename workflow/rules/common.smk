@@ -266,6 +266,12 @@ def _evaluation_check():
                     sys.exit(
                         f"config error: models.{model}: a model used by the evaluation needs a name matching {EVALUATION_MODEL_NAME}"
                     )
+        for group, members in experiment.get("groups", {}).items():
+            for model in members:
+                if model not in experiment["tms"]:
+                    sys.exit(
+                        f"config error: evaluation.experiments.{name}.groups.{group}: {model!r} is not one of the experiment's tms"
+                    )
     for key in ("tm_prompts", "cm_prompts"):
         for model in evaluation[key]:
             if model not in config["models"]:
@@ -327,12 +333,26 @@ def evaluation_model_args(model):
 
 
 def evaluation_gpus(model):
+    """GPUs of a job running ``model`` (the Slurm profile's ``gpu`` resource)."""
     from splits.llm.registry import gpu_resources
 
     try:
-        return gpu_resources(model, config["models"])
+        return gpu_resources(model, config["models"])["gpus"]
     except ConfigError as err:
         sys.exit(f"config error: {err}")
+
+
+def evaluation_slurm_extra(model):
+    """The model's own ``slurm_extra`` (the ``gpu`` resource already requests the GPUs)."""
+    return config["models"][model].get("slurm_extra") or ""
+
+
+def evaluation_groups_arg(name):
+    """The experiment's TM groups as a shell-quoted JSON argument."""
+    import json
+    import shlex
+
+    return shlex.quote(json.dumps(_experiment(name).get("groups", {}), sort_keys=True))
 
 
 def evaluation_experiment_rows(wildcards):
@@ -355,7 +375,11 @@ def evaluation_targets():
     targets = []
     for name in config["evaluation"]["experiments"]:
         base = f"{RESULTS}/evaluation/experiments/{name}"
-        targets += [f"{base}/metrics.json", f"{base}/tables.md", f"{base}/comparisons.md"]
+        targets += [
+            f"{base}/metrics.json",
+            f"{base}/tables.md",
+            f"{base}/comparisons.md",
+        ]
         targets += [f"{base}/plots/{plot}.png" for plot in EVALUATION_PLOTS]
     return targets
 

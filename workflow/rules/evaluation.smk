@@ -7,8 +7,6 @@
 
 
 rule evaluation_subsample:
-    wildcard_constraints:
-        rows=r"\d+|all",
     input:
         dataset=evaluation_dataset(),
         topics=config["topics"]["file"],
@@ -19,6 +17,8 @@ rule evaluation_subsample:
         "logs/evaluation_subsample/rows-{rows}.log",
     benchmark:
         "benchmarks/evaluation_subsample/rows-{rows}.tsv"
+    wildcard_constraints:
+        rows=r"\d+|all",
     conda:
         "../../envs/evaluation.yaml"
     threads: 1
@@ -31,10 +31,6 @@ rule evaluation_subsample:
 
 
 rule evaluation_theorize:
-    wildcard_constraints:
-        rows=r"\d+|all",
-        tm=EVALUATION_MODEL_NAME,
-        k=r"\d+",
     input:
         rows=f"{RESULTS}/evaluation/subsample/rows-{{rows}}.parquet",
         demographics=config["demographics"]["file"],
@@ -45,13 +41,17 @@ rule evaluation_theorize:
         "logs/evaluation_theorize/rows-{rows}/{tm}/k-{k}.log",
     benchmark:
         "benchmarks/evaluation_theorize/rows-{rows}/{tm}/k-{k}.tsv"
+    wildcard_constraints:
+        rows=r"\d+|all",
+        tm=EVALUATION_MODEL_NAME,
+        k=r"\d+",
     conda:
         "../../envs/llm.yaml"
     threads: 1
     resources:
         mem_mb=8192,
-        gpus=lambda wildcards: evaluation_gpus(wildcards.tm)["gpus"],
-        slurm_extra=lambda wildcards: evaluation_gpus(wildcards.tm)["slurm_extra"],
+        gpu=lambda wildcards: evaluation_gpus(wildcards.tm),
+        slurm_extra=lambda wildcards: evaluation_slurm_extra(wildcards.tm),
     params:
         model_args=lambda wildcards: evaluation_model_args(wildcards.tm),
         prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(input.prompt),
@@ -64,11 +64,6 @@ rule evaluation_theorize:
 
 
 rule evaluation_classify:
-    wildcard_constraints:
-        rows=r"\d+|all",
-        tm=EVALUATION_MODEL_NAME,
-        k=r"\d+",
-        cm=EVALUATION_MODEL_NAME,
     input:
         rows=f"{RESULTS}/evaluation/subsample/rows-{{rows}}.parquet",
         theories=f"{RESULTS}/evaluation/theories/rows-{{rows}}/{{tm}}/k-{{k}}.parquet",
@@ -81,13 +76,18 @@ rule evaluation_classify:
         "logs/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.log",
     benchmark:
         "benchmarks/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.tsv"
+    wildcard_constraints:
+        rows=r"\d+|all",
+        tm=EVALUATION_MODEL_NAME,
+        k=r"\d+",
+        cm=EVALUATION_MODEL_NAME,
     conda:
         "../../envs/llm.yaml"
     threads: 1
     resources:
         mem_mb=8192,
-        gpus=lambda wildcards: evaluation_gpus(wildcards.cm)["gpus"],
-        slurm_extra=lambda wildcards: evaluation_gpus(wildcards.cm)["slurm_extra"],
+        gpu=lambda wildcards: evaluation_gpus(wildcards.cm),
+        slurm_extra=lambda wildcards: evaluation_slurm_extra(wildcards.cm),
     params:
         model_args=lambda wildcards: evaluation_model_args(wildcards.cm),
         temperature=config["evaluation"]["cm_sampling"]["temperature"],
@@ -99,8 +99,6 @@ rule evaluation_classify:
 
 
 rule evaluation_metrics:
-    wildcard_constraints:
-        experiment=EVALUATION_MODEL_NAME,
     input:
         rows=evaluation_experiment_rows,
         predictions=evaluation_experiment_predictions,
@@ -131,6 +129,12 @@ rule evaluation_metrics:
             category="Evaluation",
             subcategory="{experiment}",
         ),
+        groups=report(
+            f"{RESULTS}/evaluation/experiments/{{experiment}}/groups.csv",
+            caption="../report/evaluation_groups.rst",
+            category="Evaluation",
+            subcategory="{experiment}",
+        ),
         comparisons_md=report(
             f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.md",
             caption="../report/evaluation_comparisons.rst",
@@ -141,6 +145,8 @@ rule evaluation_metrics:
         "logs/evaluation_metrics/{experiment}.log",
     benchmark:
         "benchmarks/evaluation_metrics/{experiment}.tsv"
+    wildcard_constraints:
+        experiment=EVALUATION_MODEL_NAME,
     conda:
         "../../envs/evaluation.yaml"
     threads: 1
@@ -148,13 +154,13 @@ rule evaluation_metrics:
         mem_mb=4096,
     params:
         out_dir=f"{RESULTS}/evaluation/experiments/{{experiment}}",
+        groups=lambda wildcards: evaluation_groups_arg(wildcards.experiment),
+        seed=SEED,
     shell:
-        "splits metrics --rows {input.rows} --predictions {input.predictions} --experiment {wildcards.experiment} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits metrics --rows {input.rows} --predictions {input.predictions} --experiment {wildcards.experiment} --groups {params.groups} --seed {params.seed} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule evaluation_report:
-    wildcard_constraints:
-        experiment=EVALUATION_MODEL_NAME,
     input:
         summary=f"{RESULTS}/evaluation/experiments/{{experiment}}/summary.csv",
         splits=f"{RESULTS}/evaluation/experiments/{{experiment}}/splits.csv",
@@ -193,6 +199,8 @@ rule evaluation_report:
         "logs/evaluation_report/{experiment}.log",
     benchmark:
         "benchmarks/evaluation_report/{experiment}.tsv"
+    wildcard_constraints:
+        experiment=EVALUATION_MODEL_NAME,
     conda:
         "../../envs/evaluation.yaml"
     threads: 1

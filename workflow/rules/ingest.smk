@@ -30,8 +30,8 @@ rule synth:
         format=SYNTH["format"],
         compress="--compress" if SYNTH["compress"] else "",
         plant=str(SYNTH["plant_group_difference"]).lower(),
-        out=SAMPLE_CORPUS,
-        truth_dir=SAMPLE_DIR,
+        out=lambda wildcards, output: str(Path(output.meta).parent / "corpus"),
+        truth_dir=lambda wildcards, output: str(Path(output.meta).parent),
     shell:
         "splits synth --demographics {input.demographics} --topics {input.topics} --out {params.out} --truth-dir {params.truth_dir} --seed {params.seed} {params.posts} --shards {params.shards} --format {params.format} {params.compress} --plant-group-difference {params.plant} > {log} 2>&1"
 

@@ -52,8 +52,10 @@ rule probe_stress:
         extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
         phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
         seed=SEED,
+        outdir=lambda wildcards, output: str(Path(output[0]).parent),
+        cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {PROBES_DIR}/stress/{wildcards.source} --model {params.model:q} --model-spec {params.spec:q} --cache {RESULTS}/llm_cache.sqlite --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 rule probe_empathy:
@@ -101,8 +103,10 @@ rule probe_empathy:
         extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
         phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
         seed=SEED,
+        outdir=lambda wildcards, output: str(Path(output[0]).parent),
+        cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe empathy --source {wildcards.source} --input {params.data} --system-prompt {input.system_prompt} --prompt {input.prompt} --emotion {params.emotion:q} --permutations {params.permutations} --flips {params.flips} --max-items {params.max_items} --seed {params.seed} --outdir {PROBES_DIR}/empathy/{wildcards.source} --model {params.model:q} --model-spec {params.spec:q} --cache {RESULTS}/llm_cache.sqlite --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe empathy --source {wildcards.source} --input {params.data} --system-prompt {input.system_prompt} --prompt {input.prompt} --emotion {params.emotion:q} --permutations {params.permutations} --flips {params.flips} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 rule probe_grasp:
@@ -136,8 +140,10 @@ rule probe_grasp:
             ("--raters " + " ".join(input.raters)) if input.raters else ""
         ),
         seed=SEED,
+        outdir=lambda wildcards, output: str(Path(output[0]).parent),
+        cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe grasp --ratings {input.ratings} {params.raters} {params.columns} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --seed {params.seed} --outdir {PROBES_DIR}/grasp/{wildcards.name} > {log} 2>&1"
+        "splits probe grasp --ratings {input.ratings} {params.raters} {params.columns} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --seed {params.seed} --outdir {params.outdir} > {log} 2>&1"
 
 
 rule probe_personalization:
@@ -183,8 +189,10 @@ rule probe_personalization:
         extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
         phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
         seed=SEED,
+        outdir=lambda wildcards, output: str(Path(output[0]).parent),
+        cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {PROBES_DIR}/personalization/{wildcards.source} --model {params.model:q} --model-spec {params.spec:q} --cache {RESULTS}/llm_cache.sqlite --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 # Reference-data probes (Dreaddit, crowd-enVent, DICES-350); needs probes.reference_dir.

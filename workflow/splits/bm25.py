@@ -1,9 +1,10 @@
 """Tokeniser, sparse BM25 Okapi index and the BM25 topic splits (SPEC 2.6).
 
 Tokenisation (shared by documents and queries): the text is lowercased, cut into maximal runs of
-Unicode letters and digits (regex ``[^\\W_]+``: punctuation, underscores and apostrophes split
-words, so "don't" gives "don", "t"), and English stop words (``ENGLISH_STOP_WORDS``, shipped here)
-are removed. A topic's query is the concatenation of the tokens of all its keyword phrases, in
+Unicode letters and numbers (general categories L* and N*; Python regex ``[^\\W_]+``, polars
+``[\\p{L}\\p{N}]+``, which agree except on code points assigned after Unicode 15; punctuation,
+underscores, apostrophes, emoji joiners split words, so "don't" gives "don", "t"), and English stop
+words (``ENGLISH_STOP_WORDS``, shipped here) are removed. A topic's query is the concatenation of the tokens of all its keyword phrases, in
 order and with repetition ("basketball", "college basketball" -> basketball, college, basketball),
 exactly what ``rank_bm25`` would score for that token list.
 
@@ -46,7 +47,8 @@ from splits.io import read_json, write_parquet, write_text
 
 log = logging.getLogger(__name__)
 
-TOKEN_PATTERN = r"[^\W_]+"
+TOKEN_PATTERN = r"[^\W_]+"  # Python: letters (L*) and numbers (N*), i.e. \w without "_"
+POLARS_TOKEN_PATTERN = r"[\p{L}\p{N}]+"  # the same class for polars' (Rust) regex engine
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
 
 # The classic English stop-word list (Glasgow IR group's list as shipped by scikit-learn).
@@ -107,11 +109,11 @@ def _token_frame(texts: pl.Series) -> pl.DataFrame:
             pl.col("text")
             .fill_null("")
             .str.to_lowercase()
-            .str.extract_all(TOKEN_PATTERN)
+            .str.extract_all(POLARS_TOKEN_PATTERN)
             .alias("tok"),
         )
         .explode("tok")
-        .filter(pl.col("tok").is_not_null() & ~pl.col("tok").is_in(stop))
+        .filter(pl.col("tok").is_not_null() & ~pl.col("tok").is_in(stop.implode()))
     )
 
 

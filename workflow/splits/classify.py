@@ -288,8 +288,29 @@ def tokens(text: str) -> list[str]:
     return TOKEN.findall(str(text).lower())
 
 
+_PUNCTUATION = re.compile(r"[,.;:!?()\[\]\"\n]+")
+
+
+def _is_content(token: str) -> bool:
+    return token not in STOPWORDS and len(token) > 1 and not token.isdigit()
+
+
 def content_tokens(text: str) -> list[str]:
-    return [t for t in tokens(text) if t not in STOPWORDS and len(t) > 1 and not t.isdigit()]
+    return [t for t in tokens(text) if _is_content(t)]
+
+
+def content_terms(text: str, bigrams: bool = True) -> list[str]:
+    """Content words, plus (with ``bigrams``) each pair of adjacent content words as "w1 w2"."""
+    out = [t for t in tokens(text) if _is_content(t)]
+    if bigrams:
+        for chunk in _PUNCTUATION.split(str(text)):  # a pair never spans punctuation
+            raw = tokens(chunk)
+            out += [
+                f"{a} {b}"
+                for a, b in zip(raw, raw[1:], strict=False)
+                if _is_content(a) and _is_content(b)
+            ]
+    return out
 
 
 # --------------------------------------------------------------------------- builtin CM
@@ -351,12 +372,14 @@ def lexical_decision(payload: Mapping[str, Any]) -> tuple[str, str]:
     names_b = list(payload.get("names_b") or [])
     statements = statements_by_group(payload.get("theory"), names_a, names_b)
     ignore = _THEORY_FILLER | _name_words(names_a) | _name_words(names_b) | {"a", "b"}
-    vocab = {g: {t for s in statements[g] for t in content_tokens(s)} - ignore for g in ("A", "B")}
+    vocab = {g: {t for s in statements[g] for t in content_terms(s)} for g in ("A", "B")}
+    vocab = {g: {t for t in v if not set(t.split()) & ignore} for g, v in vocab.items()}
     shared = vocab["A"] & vocab["B"]
     vocab = {g: v - shared for g, v in vocab.items()}
 
     def score(posts: Sequence[str], group: str) -> int:
-        return sum(1 for p in posts for t in tokens(p) if t in vocab[group])
+        # a phrase of the theory found in a post counts for each of its words
+        return sum(len(t.split()) for p in posts for t in content_terms(p) if t in vocab[group])
 
     set1 = list(payload.get("post_set1") or [])
     set2 = list(payload.get("post_set2") or [])

@@ -13,6 +13,7 @@ import logging
 import sys
 
 from splits.config import ConfigError
+from splits.llm.base import LLMError
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"splits {known.command}: config error: {err}", file=sys.stderr)
         return 2
+    except LLMError as err:
+        print(f"splits {known.command}: model error: {err}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

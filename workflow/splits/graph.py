@@ -29,6 +29,11 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+try:  # scipy's CSR product kernel; block_overlaps falls back to ``@`` without it
+    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
+except ImportError:  # pragma: no cover - depends on the scipy version
+    _csr_matmat = None
+
 from splits.config import ConfigError
 from splits.io import scan_posts, write_json, write_parquet
 
@@ -78,28 +83,76 @@ class Incidence:
         return len(self.names)
 
 
-def membership_pairs(posts: pl.LazyFrame) -> pl.DataFrame:
-    """Distinct (subreddit, author) pairs with their post counts."""
+@dataclass(frozen=True)
+class Memberships:
+    """Who posted where: for every user, the distinct subreddits (codes into ``names``)."""
+
+    names: np.ndarray  # object array of str: every subreddit, lower-cased, sorted
+    n_posts: np.ndarray  # int64 per name
+    n_users: np.ndarray  # int64 per name: distinct authors
+    user_indptr: np.ndarray  # int64, n_users_total + 1
+    user_codes: np.ndarray  # int64 codes into names, one per (user, subreddit) membership
+
+
+def memberships(posts: pl.LazyFrame) -> Memberships:
+    """Distinct (user, subreddit) memberships with integer codes, in two streaming passes:
+    posts per subreddit name (few groups), then each author's distinct subreddit codes.
+    Subreddit names compare case-insensitively (variants are merged)."""
     missing = {"subreddit", "author"} - set(posts.collect_schema().names())
     if missing:
         raise ConfigError(f"posts table lacks column(s) {sorted(missing)}")
-    return (
-        posts.select(pl.col("subreddit").str.to_lowercase(), pl.col("author"))
-        .drop_nulls()
-        .group_by("subreddit", "author")
+    posts = posts.select("subreddit", "author").drop_nulls()
+    raw = (
+        posts.group_by("subreddit")
         .agg(n=pl.len())
-        .collect()
+        .sort("subreddit")
+        .with_columns(lower=pl.col("subreddit").str.to_lowercase())
+        .collect(engine="streaming")
+    )
+    names = np.array(sorted(set(raw["lower"].to_list())), dtype=object)
+    raw_to_code = np.searchsorted(names, raw["lower"].to_numpy().astype(object)).astype(np.int64)
+    n_posts = np.bincount(raw_to_code, weights=raw["n"].to_numpy(), minlength=len(names))
+    enum = pl.Enum(raw["subreddit"].to_list())
+    lists = (
+        posts.select("author", code=pl.col("subreddit").cast(enum).to_physical())
+        .group_by("author")
+        .agg(pl.col("code").unique())
+        .select(pl.col("code").list.len().alias("degree"), "code")
+        .collect(engine="streaming")
+    )
+    degrees = lists["degree"].to_numpy().astype(np.int64)
+    codes = raw_to_code[lists["code"].explode().to_numpy().astype(np.int64)]
+    del lists
+    if len(names) < raw.height and len(codes):
+        # case variants of one subreddit became one code: drop repeated (user, code) pairs
+        users = np.repeat(np.arange(len(degrees), dtype=np.int64), degrees)
+        key = np.unique(users * len(names) + codes)
+        users, codes = key // len(names), key % len(names)
+        degrees = np.bincount(users, minlength=len(degrees)).astype(np.int64)
+    indptr = np.zeros(len(degrees) + 1, dtype=np.int64)
+    np.cumsum(degrees, out=indptr[1:])
+    return Memberships(
+        names=names,
+        n_posts=n_posts.astype(np.int64),
+        n_users=np.bincount(codes, minlength=len(names)).astype(np.int64),
+        user_indptr=indptr,
+        user_codes=codes,
     )
 
 
-def subreddit_table(pairs: pl.DataFrame, top_n: int, min_posts: int) -> pl.DataFrame:
+def subreddit_table(members: Memberships, top_n: int, min_posts: int) -> pl.DataFrame:
     """Per subreddit: users, posts, and the top-N rule.
 
     ``rank`` is the position by number of users (descending, ties by name) among the subreddits
     with at least ``min_posts`` posts, null for the others; ``kept`` is ``rank <= top_n``.
     """
-    counts = pairs.group_by("subreddit").agg(
-        n_users=pl.len().cast(pl.Int64), n_posts=pl.col("n").sum().cast(pl.Int64)
+    counts = pl.DataFrame(
+        {
+            "subreddit": members.names.tolist(),
+            "n_users": members.n_users,
+            "n_posts": members.n_posts,
+        },
+        schema={"subreddit": pl.String, "n_users": pl.Int64, "n_posts": pl.Int64},
     )
     eligible = (
         counts.filter(pl.col("n_posts") >= min_posts)
@@ -116,32 +169,39 @@ def subreddit_table(pairs: pl.DataFrame, top_n: int, min_posts: int) -> pl.DataF
     )
 
 
-def build_incidence(pairs: pl.DataFrame, subreddits: pl.DataFrame) -> Incidence:
-    """Incidence matrix over the kept subreddits (rows: users in no particular order)."""
-    kept = subreddits.filter("kept").sort("subreddit")
-    names = kept["subreddit"].to_numpy().astype(object)
-    sizes = kept["n_users"].to_numpy().astype(np.int64)
-    enum = pl.Enum(kept["subreddit"].to_list())
-    lists = (
-        pairs.lazy()
-        .filter(pl.col("subreddit").is_in(kept["subreddit"].implode()))
-        .select("author", code=pl.col("subreddit").cast(enum).to_physical().cast(pl.Int32))
-        .group_by("author")
-        .agg("code")
-        .select(pl.col("code").list.len().alias("degree"), "code")
-        .collect()
-    )
-    degrees = lists["degree"].to_numpy().astype(np.int64)
+def build_incidence(members: Memberships, subreddits: pl.DataFrame) -> Incidence:
+    """Incidence matrix over the kept subreddits; rows are the users with a kept membership."""
+    kept_names = set(subreddits.filter("kept")["subreddit"].to_list())
+    kept_mask = np.array([name in kept_names for name in members.names], dtype=bool)
+    new_code = np.full(len(members.names), -1, dtype=np.int64)
+    new_code[kept_mask] = np.arange(int(kept_mask.sum()))  # names are sorted: so are kept ones
+    codes = new_code[members.user_codes]
+    keep = codes >= 0
+    n_all = len(members.user_indptr) - 1
+    users = np.repeat(np.arange(n_all, dtype=np.int64), np.diff(members.user_indptr))[keep]
+    codes = codes[keep]
+    degrees = np.bincount(users, minlength=n_all)
+    degrees = degrees[degrees > 0]
     indptr = np.zeros(len(degrees) + 1, dtype=np.int64)
     np.cumsum(degrees, out=indptr[1:])
-    indices = lists["code"].explode().to_numpy().astype(np.int32)
-    del lists
-    data = np.ones(len(indices), dtype=np.int32)
-    n_users = len(degrees)
-    by_user = sp.csr_matrix((data, indices, indptr), shape=(n_users, len(names)))
-    by_user.sort_indices()
+    del users
+    names = members.names[kept_mask]
+    index_dtype = np.int32 if len(codes) < np.iinfo(np.int32).max else np.int64
+    by_user = sp.csr_matrix(
+        (
+            np.ones(len(codes), dtype=np.int32),
+            codes.astype(index_dtype),
+            indptr.astype(index_dtype),
+        ),
+        shape=(len(degrees), len(names)),
+    )
     by_subreddit = by_user.T.tocsr()
-    return Incidence(names=names, sizes=sizes, by_user=by_user, by_subreddit=by_subreddit)
+    return Incidence(
+        names=names,
+        sizes=members.n_users[kept_mask],
+        by_user=by_user,
+        by_subreddit=by_subreddit,
+    )
 
 
 # --------------------------------------------------------------------------- top-K
@@ -159,8 +219,8 @@ class BlockNeighbours:
 
 
 def top_k_row(keys: np.ndarray, cols: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the top-k entries: key descending, ties by column ascending (exact ties at
-    the k-th value are all considered before the cut)."""
+    """Positions of the top-k entries of one row: key descending, ties by column ascending
+    (every entry tied with the k-th value is considered before the cut)."""
     n = len(keys)
     if n > k:
         part = np.argpartition(keys, n - k)[n - k :]
@@ -172,49 +232,91 @@ def top_k_row(keys: np.ndarray, cols: np.ndarray, k: int) -> np.ndarray:
     return candidates[order]
 
 
+def block_overlaps(incidence: Incidence, start: int, stop: int) -> np.ndarray:
+    """Dense (stop - start) x S overlap counts: rows [start, stop) of ``At @ A``.
+
+    Calls scipy's CSR product kernel directly with output buffers sized for a dense block
+    (the block height is chosen for that worst case anyway), which skips scipy's symbolic
+    counting pass; falls back to the public ``@`` where that kernel is not available.
+    """
+    n_rows, n_cols = stop - start, incidence.n_subreddits
+    at, a = incidence.by_subreddit, incidence.by_user
+    dense = np.zeros((n_rows, n_cols), dtype=np.int32)
+    int32_kernel = (
+        _csr_matmat is not None
+        and n_rows * n_cols < np.iinfo(np.int32).max
+        and all(x.dtype == np.int32 for x in (at.indptr, at.indices, a.indptr, a.indices))
+        and at.data.dtype == a.data.dtype == np.int32
+    )
+    if int32_kernel:
+        lo, hi = at.indptr[start], at.indptr[stop]
+        b_indptr = (at.indptr[start : stop + 1] - lo).astype(np.int32)
+        c_indptr = np.empty(n_rows + 1, dtype=np.int32)
+        c_indices = np.empty(n_rows * n_cols, dtype=np.int32)
+        c_data = np.empty(n_rows * n_cols, dtype=np.int32)
+        _csr_matmat(
+            n_rows, n_cols,
+            b_indptr, at.indices[lo:hi], at.data[lo:hi],
+            a.indptr, a.indices, a.data,
+            c_indptr, c_indices, c_data,
+        )  # fmt: skip
+        nnz = int(c_indptr[-1])
+        rows = np.repeat(np.arange(n_rows, dtype=np.int32), np.diff(c_indptr))
+        dense[rows, c_indices[:nnz]] = c_data[:nnz]
+    else:
+        product = (at[start:stop] @ a).tocoo()
+        dense[product.row, product.col] = product.data
+    return dense
+
+
 def block_top_k(incidence: Incidence, start: int, stop: int, k: int) -> BlockNeighbours:
-    """Overlaps of subreddits [start, stop) with all kept subreddits, reduced to the top k."""
-    product = incidence.by_subreddit[start:stop] @ incidence.by_user  # CSR, unsorted columns
-    counts = np.diff(product.indptr)
-    rows = np.repeat(np.arange(start, stop, dtype=np.int64), counts)
-    cols = product.indices.astype(np.int64)
-    overlap = product.data.astype(np.int64)
-    del product
-    not_self = cols != rows
-    rows, cols, overlap = rows[not_self], cols[not_self], overlap[not_self]
-    indptr = np.zeros(stop - start + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows - start, minlength=stop - start), out=indptr[1:])
+    """Overlaps of subreddits [start, stop) with all kept subreddits, reduced to the top k.
 
-    size_row = incidence.sizes[rows]
-    size_col = incidence.sizes[cols]
+    Per measure: the k-th largest key of each row (``np.partition``), every entry at least that
+    large and positive as a candidate, candidates ordered by (row, key desc, column asc), the
+    first k of each row kept. Zero overlaps and the subreddit itself are never candidates.
+    """
+    overlap = block_overlaps(incidence, start, stop)
+    n_rows, n_cols = overlap.shape
+    local = np.arange(n_rows)
+    overlap[local, local + start] = 0  # not its own neighbour
+    size_row = incidence.sizes[start:stop].astype(np.float64)[:, None]
+    size_col = incidence.sizes.astype(np.float64)[None, :]
     ov = overlap.astype(np.float64)
-    keys = {
-        "jaccard": ov / (size_row + size_col - overlap).astype(np.float64),
-        "cosine": (ov * ov) / (size_row * size_col).astype(np.float64),
-    }
-    values = {
-        "jaccard": keys["jaccard"],
-        "cosine": ov / np.sqrt((size_row * size_col).astype(np.float64)),
-    }
-
     out = BlockNeighbours({}, {}, {}, {}, {})
     for measure in MEASURES:
-        key = keys[measure]
-        chosen: list[np.ndarray] = []
-        ranks: list[np.ndarray] = []
-        for r in range(stop - start):
-            lo, hi = indptr[r], indptr[r + 1]
-            if hi == lo:
-                continue
-            pos = top_k_row(key[lo:hi], cols[lo:hi], k) + lo
-            chosen.append(pos)
-            ranks.append(np.arange(1, len(pos) + 1, dtype=np.int64))
-        sel = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
-        out.source[measure] = rows[sel]
-        out.rank[measure] = np.concatenate(ranks) if ranks else np.zeros(0, dtype=np.int64)
-        out.neighbour[measure] = cols[sel]
-        out.overlap[measure] = overlap[sel]
-        out.value[measure] = values[measure][sel]
+        if measure == "jaccard":
+            key = ov / (size_row + size_col - ov)
+        else:
+            key = (ov * ov) / (size_row * size_col)  # cosine squared: same order, exact ties
+        if n_cols > k:
+            kth = np.partition(key, n_cols - k, axis=1)[:, n_cols - k]
+            mask = key >= kth[:, None]
+            mask &= overlap > 0
+        else:
+            mask = overlap > 0
+        rows, cols = np.nonzero(mask)
+        del mask
+        keys = key[rows, cols]
+        del key
+        order = np.lexsort((cols, -keys, rows))
+        rows, cols, keys = rows[order], cols[order], keys[order]
+        first = np.searchsorted(rows, rows, side="left")
+        rank = np.arange(len(rows)) - first + 1
+        keep = rank <= k
+        rows, cols, rank = rows[keep], cols[keep], rank[keep]
+        o = overlap[rows, cols].astype(np.int64)
+        if measure == "jaccard":
+            value = keys[keep]
+        else:
+            value = o / np.sqrt(incidence.sizes[rows + start] * incidence.sizes[cols]).astype(
+                np.float64
+            )
+        out.source[measure] = rows.astype(np.int64) + start
+        out.rank[measure] = rank.astype(np.int64)
+        out.neighbour[measure] = cols.astype(np.int64)
+        out.overlap[measure] = o
+        out.value[measure] = value
     return out
 
 
@@ -312,10 +414,10 @@ def compute_graph(
         if value < low:
             raise ConfigError(f"graph.{key}: must be at least {low}, got {value}")
     t0 = time.perf_counter()
-    pairs = membership_pairs(posts)
-    subreddits = subreddit_table(pairs, top_n, min_posts)
-    incidence = build_incidence(pairs, subreddits)
-    del pairs
+    members = memberships(posts)
+    subreddits = subreddit_table(members, top_n, min_posts)
+    incidence = build_incidence(members, subreddits)
+    del members
     log.info(
         "incidence: %d users x %d kept subreddits, %d memberships (%.1f s)",
         incidence.by_user.shape[0],

@@ -320,23 +320,24 @@ def iter_titles(fh: IO[bytes], chunk_chars: int = 1 << 22) -> Iterator[tuple[str
         yield str(key), title
 
 
-# an entry of conversations.json as ConvoKit writes it: "<id>": {"meta": ...
-_ENTRY = re.compile(rb'(?<=[{,])\s*"((?:[^"\\]|\\.)*)"\s*:\s*(\{\s*"meta"\s*:)')
+# an entry of conversations.json as ConvoKit (json.dump) writes it: "<id>": {"meta": ...
+_META = re.compile(rb'\{"meta": ')
 _TITLE_SCHEMA = {"id": pl.String, "v": pl.Struct({"meta": pl.Struct({"title": pl.String})})}
 
 
 def _fast_titles(fh: IO[bytes], chunk_bytes: int) -> Iterator[pl.DataFrame]:
-    """(conversation_id, title) frames of a conversations.json written like ConvoKit does:
-    entries are cut at their '"<id>": {"meta":' starts and parsed in batches by polars.
-    Raises ValueError where the file does not look like that (the caller falls back)."""
+    """(conversation_id, title) frames of a conversations.json laid out as ConvoKit writes
+    it: entries are cut at their '"<id>": {"meta": ' starts (a literal search) and parsed in
+    batches by polars. Raises ValueError where the layout differs (the caller falls back to
+    decoding entry by entry)."""
     buf = b""
-    first = True
     eof = False
+    started = False
     while not eof:
         data = fh.read(chunk_bytes)
         eof = not data
         buf += data
-        if first:
+        if not started:
             head = buf.lstrip()
             if not head:
                 if eof:
@@ -344,33 +345,35 @@ def _fast_titles(fh: IO[bytes], chunk_bytes: int) -> Iterator[pl.DataFrame]:
                 continue
             if not head.startswith(b"{"):
                 raise ValueError("conversations.json is not a JSON object")
-            rest = head[1:].lstrip()
-            if rest.startswith(b"}"):
+            if head[1:].strip() == b"}":
                 return
-            if len(rest) < 64 and not eof:
-                continue
-            m = _ENTRY.search(head)
-            if m is None or head[1 : m.start(1) - 1].strip():
-                raise ValueError("unexpected conversations.json layout")
             buf = head
-            first = False
-        matches = list(_ENTRY.finditer(buf))
-        if not matches:
+            started = True
+        starts = []  # (key start, value start)
+        for m in _META.finditer(buf):
+            p = m.start()
+            if buf[p - 3 : p] != b'": ':
+                continue  # "meta" nested deeper: not an entry start
+            q = buf.rfind(b'"', 0, p - 3)
+            if q < 0 or (q > 0 and buf[q - 1 : q] not in (b"{", b" ", b",")):
+                raise ValueError("unexpected conversations.json layout")
+            starts.append((q, p))
+        if not starts:
             if eof and buf.strip().strip(b"{}").strip():
                 raise ValueError("unexpected conversations.json layout")
             continue
-        ends = [m.start() - 1 for m in matches[1:]]
-        if eof:
-            ends.append(buf.rstrip().rfind(b"}"))
-            take = matches
-        else:
-            take = matches[:-1]
-        lines = [
-            b'{"id":"' + m.group(1) + b'","v":' + buf[m.start(2) : end] + b"}"
-            for m, end in zip(take, ends, strict=False)
-        ]
+        if buf[: starts[0][0]].strip() not in (b"{", b",", b""):
+            raise ValueError("unexpected conversations.json layout")
+        take = starts if eof else starts[:-1]
+        lines = []
+        for n, (q, p) in enumerate(take):
+            end = starts[n + 1][0] if n + 1 < len(starts) else buf.rstrip().rfind(b"}")
+            value = buf[p:end].rstrip()
+            if value.endswith(b","):
+                value = value[:-1]
+            lines.append(b'{"id":' + buf[q : p - 2] + b',"v":' + value + b"}")
         if not eof:
-            buf = buf[matches[-1].start() - 1 :]
+            buf = buf[starts[-1][0] :]
         if lines:
             try:
                 frame = pl.read_ndjson(io.BytesIO(b"\n".join(lines)), schema=_TITLE_SCHEMA)
@@ -494,10 +497,12 @@ def _slow_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
     rows: dict[str, list] = {k: [] for k in schema}
     meta_sub: list = []
     meta_score: list = []
-    for line in chunk.split(b"\n"):
+    lines = chunk.split(b"\n")
+    if chunk.endswith(b"\n"):
+        lines.pop()
+    for line in lines:
         if not line.strip():
-            if line:
-                counts["blank_lines"] += 1
+            counts["blank_lines"] += 1
             continue
         try:
             line.decode("utf-8")
@@ -634,6 +639,7 @@ def ingest_shard(
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         title_parts = write_titles(source, work) if source.format == "convokit" else []
+        t_titles = time.perf_counter()
         parts = []
         fh = source.open("utterances.jsonl")
         with fh:
@@ -646,8 +652,10 @@ def ingest_shard(
                     part = work / f"part-{i:06d}.arrow"
                     cleaned.write_ipc(part)
                     parts.append(part)
+        t_chunks = time.perf_counter()
         posts = _finalise(parts, title_parts, source.format, counts, work)
         write_parquet(posts, out)
+        t_done = time.perf_counter()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - started
@@ -665,6 +673,11 @@ def ingest_shard(
         "blank_lines": int(counts["blank_lines"]),
         "slow_chunks": int(counts["slow_chunks"]),
         "seconds": round(elapsed, 3),
+        "phase_seconds": {
+            "titles": round(t_titles - started, 3),
+            "chunks": round(t_chunks - t_titles, 3),
+            "finalise": round(t_done - t_chunks, 3),
+        },
     }
     if report["records"] != report["posts"] + report["dropped_total"]:
         raise RuntimeError(f"ingest accounting mismatch in {path}: {report}")

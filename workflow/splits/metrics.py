@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from splits.classify import read_rows
 from splits.config import ConfigError
@@ -31,7 +30,7 @@ from splits.io import write_json, write_parquet, write_text
 
 log = logging.getLogger(__name__)
 
-Z_95 = float(stats.norm.ppf(0.975))
+Z_95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975); scipy.stats is slow to import
 SPLITS = ("pair", "demographic", "category", "category_demographic", "topic")
 CONFIG_COLUMNS = ("tm", "cm", "k")
 
@@ -55,7 +54,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    return float(min(1.0, 2.0 * stats.binom.cdf(min(b, c), n, 0.5)))
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))  # exact integers
+    return min(1.0, 2 * tail / 2**n)
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
@@ -304,6 +304,92 @@ def comparisons_table(predictions: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(records, schema=COMPARISON_SCHEMA)
 
 
+GROUP_SCHEMA = {
+    "group": pl.String,
+    "tms": pl.String,
+    "cm": pl.String,
+    "k": pl.Int64,
+    "rows": pl.Int64,
+    "n": pl.Int64,
+    "correct": pl.Int64,
+    "accuracy": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "versus": pl.String,
+    "difference": pl.Float64,
+    "p_value": pl.Float64,
+}
+SIGN_FLIPS = 10_000
+
+
+def sign_flip_p(differences: np.ndarray, flips: int = SIGN_FLIPS, seed: int = 0) -> float:
+    """Two-sided paired sign-flip permutation p-value of the mean of ``differences``
+    ((count of |permuted mean| >= |observed| + 1) / (flips + 1))."""
+    differences = np.asarray(differences, dtype=float)
+    if differences.size == 0 or not np.any(differences):
+        return 1.0
+    rng = np.random.default_rng(seed)
+    observed = abs(differences.mean())
+    signs = rng.choice([-1.0, 1.0], size=(flips, differences.size))
+    permuted = np.abs((signs * differences).mean(axis=1))
+    return float((np.sum(permuted >= observed - 1e-12) + 1) / (flips + 1))
+
+
+def groups_table(
+    predictions: pl.DataFrame, groups: dict[str, list[str]], seed: int = 0
+) -> pl.DataFrame:
+    """Pooled accuracy of groups of TMs (e.g. strong vs weak) per (CM, k): every (TM, row) is
+    one trial, so the Wilson interval treats a row's TMs as independent (they are not: read it as
+    descriptive). Groups are compared with a paired sign-flip test on the per-row difference of
+    the groups' mean correctness (rows answered by every TM of both groups)."""
+    records = []
+    configs = sorted(set(predictions.select("cm", "k").iter_rows()))
+    for cm, k in configs:
+        part = predictions.filter((pl.col("cm") == cm) & (pl.col("k") == k))
+        per_row = {}
+        for name, tms in groups.items():
+            members = part.filter(pl.col("tm").is_in(tms))
+            if members["tm"].n_unique() != len(set(tms)):
+                continue
+            per_row[name] = members.group_by("quadruplet_id").agg(
+                pl.col("correct").cast(pl.Float64).mean().alias(name)
+            )
+            n = members.height
+            correct = int(members["correct"].sum())
+            lo, hi = wilson_interval(correct, n)
+            base = {
+                "group": name,
+                "tms": ", ".join(tms),
+                "cm": cm,
+                "k": k,
+                "rows": members["quadruplet_id"].n_unique(),
+                "n": n,
+                "correct": correct,
+                "accuracy": correct / n if n else math.nan,
+                "ci_low": lo,
+                "ci_high": hi,
+            }
+            records.append({**base, "versus": None, "difference": None, "p_value": None})
+        names = sorted(per_row)
+        for first, second in itertools.combinations(names, 2):
+            paired = per_row[first].join(per_row[second], on="quadruplet_id", how="inner")
+            diff = (paired[first] - paired[second]).to_numpy()
+            for record in records:
+                if (record["group"], record["cm"], record["k"]) == (first, cm, k) and record[
+                    "versus"
+                ] is None:
+                    records.append(
+                        {
+                            **record,
+                            "versus": second,
+                            "difference": float(diff.mean()) if diff.size else math.nan,
+                            "p_value": sign_flip_p(diff, seed=seed),
+                        }
+                    )
+                    break
+    return pl.DataFrame(records, schema=GROUP_SCHEMA)
+
+
 # --------------------------------------------------------------------------- output
 
 
@@ -359,6 +445,28 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--predictions", nargs="+", required=True, help="prediction Parquet files")
     parser.add_argument("--experiment", required=True, help="experiment name (titles)")
     parser.add_argument("--out-dir", required=True, help="folder of the tables")
+    parser.add_argument(
+        "--groups", default="{}", help='groups of TMs as JSON, e.g. {"strong": ["a", "b"]}'
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sign-flip tests")
+
+
+def parse_groups(text: str, tms: set[str]) -> dict[str, list[str]]:
+    import json
+
+    try:
+        groups = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"evaluation.experiments.*.groups: not JSON ({err.msg})") from err
+    if not isinstance(groups, dict):
+        raise ConfigError("evaluation.experiments.*.groups: must map group names to TM lists")
+    for name, members in groups.items():
+        if not isinstance(members, list) or not members:
+            raise ConfigError(f"groups.{name}: must be a non-empty list of TMs")
+        unknown = sorted(set(members) - tms)
+        if unknown:
+            raise ConfigError(f"groups.{name}: {unknown[0]!r} is not a TM of this experiment")
+    return groups
 
 
 def run(args: argparse.Namespace) -> int:
@@ -368,6 +476,9 @@ def run(args: argparse.Namespace) -> int:
     summary = summary_table(predictions)
     splits = splits_table(predictions)
     comparisons = comparisons_table(predictions)
+    groups = parse_groups(args.groups, set(predictions["tm"].unique()))
+    grouped = groups_table(predictions, groups, args.seed)
+    write_csv(grouped, out / "groups.csv")
     write_parquet(predictions.sort(*CONFIG_COLUMNS, "eval_row"), out / "predictions.parquet")
     for name, frame in (("summary", summary), ("splits", splits), ("comparisons", comparisons)):
         write_csv(frame, out / f"{name}.csv")
@@ -376,6 +487,13 @@ def run(args: argparse.Namespace) -> int:
     for split in SPLITS:
         part = compact_accuracy(splits.filter(pl.col("split") == split)).drop("split")
         md.append(markdown_table(part, f"Accuracy by {split.replace('_', ' / ')}"))
+    if grouped.height:
+        md.append(
+            markdown_table(
+                grouped.drop("tms"),
+                "Groups of TMs (pooled; versus: paired sign-flip test of the per-row difference)",
+            )
+        )
     write_text("\n".join(md), out / "tables.md")
     comparison_md = [f"# Experiment {args.experiment}: paired exact McNemar tests", ""]
     comparison_md.append(

@@ -273,11 +273,11 @@ def validate_quadruplets(quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k
     if len(repeats):
         problems.append(f"{len(repeats)} posts drawn twice within one (topic, A, B) split")
     source = topic_posts.select(
-        pl.col("topic").alias("description"),
-        "demographic",
-        "post_id",
-        pl.col("text").alias("source_text"),
-        pl.col("category").alias("source_category"),
+        pl.col("topic").cast(pl.String).alias("description"),
+        pl.col("demographic").cast(pl.String),
+        pl.col("post_id").cast(pl.String),
+        pl.col("text").cast(pl.String).alias("source_text"),
+        pl.col("category").cast(pl.String).alias("source_category"),
     ).unique(subset=["description", "demographic", "post_id"], keep="first")
     matched = drawn.join(source, on=["description", "demographic", "post_id"], how="left")
     if matched.get_column("source_text").null_count():

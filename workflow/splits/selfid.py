@@ -13,7 +13,7 @@
 2. Verification of each occurrence in its context window (``context_chars`` each side):
    ``rules`` (default; vectorised regex rules, first that fires wins): ``quoted`` (inside
    quotation marks on its line, or right after an opening quote), ``reported_speech`` ("says",
-   "said", "told me that", "was like" right before it), ``sarcasm`` ("/s", "yeah right", "jk"
+   "said", "told me that", "was like" right before it; not "I say", "I tell them"), ``sarcasm`` ("/s", "yeah right", "jk"
    near it), ``hypothetical`` ("if", "imagine", "pretend", "what if", "even if" shortly before
    it), ``negated`` ("not", "never", "don't think", "wouldn't say" shortly before it),
    ``question`` (the clause ends in "?", or the sentence opens with a question word), otherwise
@@ -153,8 +153,15 @@ class PhraseSet:
 
     @property
     def pattern(self) -> str:
+        """The exact pattern: case-insensitive, Unicode word boundaries."""
         alternation = "|".join(phrase_regex(p) for p in self.ordered)
         return f"(?i)\\b(?:{alternation})\\b"
+
+    @property
+    def ascii_pattern(self) -> str:
+        """The same with ASCII word boundaries (fast in Rust; see ``find_phrases``)."""
+        alternation = "|".join(phrase_regex(p) for p in self.ordered)
+        return f"(?i)(?-u:\\b)(?:{alternation})(?-u:\\b)"
 
     def table(self) -> pl.DataFrame:
         return pl.DataFrame(
@@ -172,25 +179,19 @@ def normalise_match_expr(column: str) -> pl.Expr:
     )
 
 
-def find_phrases(
-    posts: pl.LazyFrame | pl.DataFrame, phrases: PhraseSet, context_chars: int = 150
-) -> pl.DataFrame:
-    """Every phrase occurrence in ``posts`` (columns post_id, author, text): one row per match
-    with its normalised phrase, kind, matched text, character offsets and context window."""
-    posts = posts.lazy() if isinstance(posts, pl.DataFrame) else posts
-    pattern = phrases.pattern
-    hits = (
-        posts.select("post_id", "author", "text")
-        .filter(pl.col("text").str.contains(pattern))
-        .with_columns(pl.col("text").str.replace_all(MARK, "\x01", literal=True).alias("_marked"))
-        .with_columns(
-            pl.col("_marked")
+def _locate(candidates: pl.LazyFrame, pattern: str) -> pl.LazyFrame:
+    """One row per regex match in ``candidates`` (``_row``, text, ...): the matched text and
+    its character offsets. Each match is bracketed by NUL marks with one ``replace_all``; the
+    lengths of the pieces between the marks give the offsets (NULs of the text itself are
+    replaced by another single character first, so offsets do not move)."""
+    return (
+        candidates.with_columns(
+            pl.col("text")
+            .str.replace_all(MARK, "\x01", literal=True)
             .str.replace_all(pattern, MARK + "${0}" + MARK)
             .str.split(MARK)
             .alias("_pieces")
         )
-        .drop("_marked")
-        .with_row_index("_row")
         .explode("_pieces")
         .with_columns(
             pl.int_range(pl.len()).over("_row").alias("_piece"),
@@ -200,6 +201,55 @@ def find_phrases(
         .filter(pl.col("_piece") % 2 == 1)
         .rename({"_pieces": "match"})
         .with_columns((pl.col("start") + pl.col("_len")).alias("end"))
+        .drop("_piece", "_len")
+    )
+
+
+def find_phrases(
+    posts: pl.LazyFrame | pl.DataFrame, phrases: PhraseSet, context_chars: int = 150
+) -> pl.DataFrame:
+    """Every phrase occurrence in ``posts`` (columns post_id, author, text): one row per match
+    with its normalised phrase, kind, matched text, character offsets and context window.
+
+    Semantics are those of ``phrases.pattern`` (Unicode word boundaries, as Python's ``re``).
+    Speed: Rust's fast DFA engines do not support Unicode word boundaries, so the search runs
+    with ASCII boundaries (``phrases.ascii_pattern``) and then checks the character on each
+    side of every match. Every phrase starts and ends with an ASCII word character, so a
+    Unicode boundary is always an ASCII one; where all matches of a post also have Unicode
+    boundaries the two searches agree match for match. The few posts with a match next to a
+    non-ASCII word character (e.g. "éI'm") are searched again with the exact pattern."""
+    posts = posts.lazy() if isinstance(posts, pl.DataFrame) else posts
+    candidates = (
+        posts.select("post_id", "author", "text")
+        .with_row_index("_row")
+        .filter(pl.col("text").str.contains(phrases.ascii_pattern))
+        .collect()
+    )
+    fast = (
+        _locate(candidates.lazy(), phrases.ascii_pattern)
+        .with_columns(
+            (
+                pl.col("text")
+                .str.slice(
+                    (pl.col("start") - 1).clip(lower_bound=0), (pl.col("start") > 0).cast(pl.Int64)
+                )
+                .str.contains(r"^\w")
+                | pl.col("text").str.slice(pl.col("end"), 1).str.contains(r"^\w")
+            ).alias("_not_unicode_boundary")
+        )
+        .collect()
+    )
+    redo = fast.filter(pl.col("_not_unicode_boundary"))["_row"].unique()
+    hits = pl.concat(
+        [
+            fast.filter(~pl.col("_row").is_in(redo.implode())).drop("_not_unicode_boundary"),
+            _locate(
+                candidates.lazy().filter(pl.col("_row").is_in(redo.implode())), phrases.pattern
+            ).collect(),
+        ]
+    )
+    hits = (
+        hits.lazy()
         .with_columns(
             (pl.col("start") - context_chars).clip(lower_bound=0).alias("_left_start"),
             normalise_match_expr("match").alias("phrase"),
@@ -232,7 +282,7 @@ def find_phrases(
 
 _QUOTE_OPEN_BEFORE = r"[\"“‘']\s*$"
 _REPORTING_VERBS = (
-    r"says?|said|saying|tells?|told|telling|asks?|asked|asking|claims?|claimed|claiming|"
+    r"says?|said|saying|tells?|told|telling|claims?|claimed|claiming|"
     r"writes?|wrote|writing|yells?|yelled|shouts?|shouted|screams?|screamed|repl(?:y|ies|ied)|"
     r"answer(?:s|ed)?|insists?|insisted|announc(?:e|es|ed)|goes|went|quote|quoting|joke[sd]?|"
     r"joking|typed|posted|texted|mutter(?:s|ed)?|whisper(?:s|ed)?"
@@ -241,6 +291,12 @@ _REPORTED_SPEECH = (
     rf"(?i)(?:\b(?:{_REPORTING_VERBS})(?:\s+(?:to\s+)?(?:me|us|him|her|them|everyone|people|"
     r"you|my\s+\w+|the\s+\w+))?(?:\s+(?:that|like))?"
     r"|\b(?:was|were|is|are|'s|’s|be|being)\s+(?:all\s+)?like)[\s,:\-–—]*$"
+)
+# the author reporting their own words ("when people ask, I say I'm Catholic") is a claim
+_FIRST_PERSON_REPORT = (
+    r"(?i)\bI(?:\s+(?:always|usually|just|often|then|simply))?\s+(?:say|said|tell|told|write|"
+    r"wrote|answer|answered|reply|replied)(?:\s+(?:them|him|her|you|people|everyone))?"
+    r"(?:\s+that)?[\s,:\-–—]*$"
 )
 _SARCASM_LEFT = (
     r"(?i)\b(?:yeah,?\s+right|yea,?\s+right|oh,?\s+sure|sure,?\s+jan|oh\s+yeah,?\s+totally|"
@@ -303,7 +359,10 @@ def rule_reasons(matches: pl.DataFrame) -> pl.Series:
     reason = (
         pl.when(quoted)
         .then(pl.lit("quoted"))
-        .when(pl.col("ls").str.contains(_REPORTED_SPEECH))
+        .when(
+            pl.col("ls").str.contains(_REPORTED_SPEECH)
+            & ~pl.col("ls").str.contains(_FIRST_PERSON_REPORT)
+        )
         .then(pl.lit("reported_speech"))
         .when(pl.col("ls").str.contains(_SARCASM_LEFT) | pl.col("rc").str.contains(_SARCASM_RIGHT))
         .then(pl.lit("sarcasm"))
@@ -508,9 +567,7 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if n_pos == 0 or n_neg == 0:
         return None
-    from scipy.stats import rankdata
-
-    ranks = rankdata(scores)
+    ranks = pl.Series(scores).rank(method="average").to_numpy()
     return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 

@@ -53,7 +53,11 @@ def parse_items(text: str) -> list[str]:
     """One item per non-empty line; bullets, numbering, quotes and trailing commas stripped."""
     items = []
     for line in text.splitlines():
-        item = _BULLET.sub("", line).strip().strip("\"'`").rstrip(",;.").strip()
+        item = _BULLET.sub("", line).strip()
+        previous = None
+        while item != previous:  # quotes and trailing punctuation, in any nesting
+            previous = item
+            item = item.strip().strip("\"'`").rstrip(",;.")
         if item and not item.endswith(":"):
             items.append(item)
     return items
@@ -160,6 +164,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", default="config/config.yaml", help="config file (for the model registry)"
     )
+    parser.add_argument("--model-spec", help="JSON registry {name: spec} used instead of --config's")
     parser.add_argument("--model", required=True, help="registry model name")
     parser.add_argument("--cache", help="LLM response cache (SQLite)")
     parser.add_argument(

@@ -44,9 +44,7 @@ def _canonical(value: Any) -> Any:
 
 
 def canonical_json(value: Any) -> str:
-    return json.dumps(
-        _canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def request_key(identity: Mapping[str, Any], request: Request, with_payload: bool) -> str:
@@ -171,7 +169,11 @@ class ResponseCache:
         self._retry(write)
 
     def __len__(self) -> int:
-        return int(self._retry(lambda: self._conn.execute("SELECT COUNT(*) FROM completions").fetchone())[0])
+        return int(
+            self._retry(lambda: self._conn.execute("SELECT COUNT(*) FROM completions").fetchone())[
+                0
+            ]
+        )
 
     def close(self) -> None:
         with self._lock:

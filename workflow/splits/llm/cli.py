@@ -24,15 +24,21 @@ REQUEST_KEYS = {"id", "prompt", "messages", "temperature", "max_tokens", "seed",
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default="config/config.yaml", help="config file holding the models registry")
+    parser.add_argument(
+        "--config", default="config/config.yaml", help="config file holding the models registry"
+    )
     parser.add_argument("--model", required=True, help="model name in config['models']")
     parser.add_argument("--input", required=True, help="JSONL file of requests ('-' for stdin)")
     parser.add_argument("--output", default="-", help="JSONL file of completions ('-' for stdout)")
-    parser.add_argument("--cache", default="results/llm_cache.sqlite", help="response cache (SQLite)")
+    parser.add_argument(
+        "--cache", default="results/llm_cache.sqlite", help="response cache (SQLite)"
+    )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parser.add_argument("--temperature", type=float, default=0.0, help="default temperature")
     parser.add_argument("--max-tokens", type=int, default=256, help="default max_tokens")
-    parser.add_argument("--seed", type=int, default=None, help="default seed (default: config seed)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="default seed (default: config seed)"
+    )
 
 
 def parse_request(line: str, where: str, defaults: SamplingParams) -> tuple[Any, Request]:
@@ -60,7 +66,9 @@ def parse_request(line: str, where: str, defaults: SamplingParams) -> tuple[Any,
     messages = record.get("messages")
     if messages is not None:
         if not isinstance(messages, list) or not all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
+            and isinstance(m.get("content"), str)
             for m in messages
         ):
             raise ConfigError(f"{where}: messages must be a list of {{role, content}} strings")
@@ -126,5 +134,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         write_text(text, args.output)
     n_cached = sum(c.cached for c in completions)
-    log.info("%d completions (%d from the cache) from model %s", len(completions), n_cached, args.model)
+    log.info(
+        "%d completions (%d from the cache) from model %s", len(completions), n_cached, args.model
+    )
     return 0

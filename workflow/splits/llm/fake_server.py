@@ -62,12 +62,25 @@ class FakeOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else headers and body wait 40 ms for a delayed ACK
 
             def log_message(self, *args):  # keep test output clean
                 pass
 
             def do_POST(self):  # noqa: N802 - http.server API
                 server._handle(self)
+
+            def do_GET(self):  # noqa: N802 - http.server API
+                if self.path.rstrip("/").endswith("/stats"):
+                    with server.lock:
+                        stats = {
+                            "requests": len(server.records),
+                            "max_in_flight": server.max_in_flight,
+                        }
+                        server.max_in_flight = server.in_flight
+                    server._send(self, 200, json.dumps(stats).encode())
+                else:
+                    server._send(self, 404, b'{"error": {"message": "not found"}}')
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -170,7 +183,9 @@ class FakeOpenAIServer:
         max_tokens = int(body.get("max_tokens") or 16)
         if len(words) > max_tokens:
             text, finish = " ".join(words[:max_tokens]), "length"
-        prompt_source = json.dumps(body.get("messages")) if "messages" in body else body.get("prompt", "")
+        prompt_source = (
+            json.dumps(body.get("messages")) if "messages" in body else body.get("prompt", "")
+        )
         usage = {
             "prompt_tokens": len(str(prompt_source).split()),
             "completion_tokens": len(text.split()),
@@ -188,5 +203,35 @@ class FakeOpenAIServer:
         else:
             self._send(handler, 404, b'{"error": {"message": "not found"}}')
             return
-        payload = {"id": "cmpl-fake", "object": obj, "model": body.get("model"), "choices": [choice], "usage": usage}
+        payload = {
+            "id": "cmpl-fake",
+            "object": obj,
+            "model": body.get("model"),
+            "choices": [choice],
+            "usage": usage,
+        }
         self._send(handler, 200, json.dumps(payload).encode())
+
+
+def main() -> None:
+    """Serve in a process of its own (benchmarks: the client's threads then do not share a GIL
+    with the server). Prints the base URL on one line; GET <base_url>/stats returns the request
+    count and the most requests in flight since the last /stats call."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="scripted OpenAI-compatible server on 127.0.0.1")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--default-action", default="ok")
+    args = parser.parse_args()
+    server = FakeOpenAIServer(default_action=args.default_action, latency_s=args.latency_ms / 1000)
+    server.start()
+    print(server.base_url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,14 @@ from splits.llm.fingerprint import hf_identity
 log = logging.getLogger(__name__)
 
 
+def _dtype_argument() -> str:
+    """``dtype`` since transformers 4.56, ``torch_dtype`` before."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
 def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
     """``text`` up to the earliest stop string, and whether one was found."""
     cut = min((i for s in stop if s and (i := text.find(s)) >= 0), default=-1)
@@ -45,19 +53,32 @@ class TransformersBackend(Backend):
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(f"models.{name}.device: {device} requested but no CUDA GPU is visible")
+            raise ConfigError(
+                f"models.{name}.device: {device} requested but no CUDA GPU is visible"
+            )
         self.device = torch.device(device)
+        if spec.get("cpu_threads") and self.device.type == "cpu":
+            torch.set_num_threads(int(spec["cpu_threads"]))
         dtype_name = str(spec.get("dtype", "auto"))
         if dtype_name == "auto":
             dtype_name = "bfloat16" if self.device.type == "cuda" else "float32"
         self.dtype = getattr(torch, dtype_name)
         source = spec["model"]
-        common = {"revision": spec.get("revision"), "trust_remote_code": spec.get("trust_remote_code", False)}
+        common = {
+            "revision": spec.get("revision"),
+            "trust_remote_code": spec.get("trust_remote_code", False),
+        }
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(spec.get("tokenizer") or source, **common)
-            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, **common)
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                spec.get("tokenizer") or source, **common
+            )
+            self.model = AutoModelForCausalLM.from_pretrained(
+                source, **{_dtype_argument(): self.dtype}, **common
+            )
         except (OSError, ValueError) as err:
-            raise ConfigError(f"models.{name}.model: cannot load {source!r}: {str(err).splitlines()[0]}") from err
+            raise ConfigError(
+                f"models.{name}.model: cannot load {source!r}: {str(err).splitlines()[0]}"
+            ) from err
         self.model.to(self.device)
         self.model.eval()
         self.tokenizer.padding_side = "left"
@@ -67,7 +88,9 @@ class TransformersBackend(Backend):
         eos = self.model.generation_config.eos_token_id
         if eos is None:
             eos = self.tokenizer.eos_token_id
-        self.eos_ids = {int(e) for e in (eos if isinstance(eos, list | tuple) else [eos]) if e is not None}
+        self.eos_ids = {
+            int(e) for e in (eos if isinstance(eos, list | tuple) else [eos]) if e is not None
+        }
         self._identity = hf_identity("transformers", self.spec, ("dtype",))
 
     def identity(self) -> dict[str, Any]:
@@ -80,7 +103,9 @@ class TransformersBackend(Backend):
         prompts."""
         if request.messages is not None:
             if not getattr(self.tokenizer, "chat_template", None):
-                raise ConfigError(f"models.{self.name}: the tokenizer has no chat template; send raw prompts")
+                raise ConfigError(
+                    f"models.{self.name}: the tokenizer has no chat template; send raw prompts"
+                )
             text = self.tokenizer.apply_chat_template(
                 [dict(m) for m in request.messages], add_generation_prompt=True, tokenize=False
             )
@@ -117,7 +142,9 @@ class TransformersBackend(Backend):
             kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         with torch.inference_mode():
             out = self.model.generate(
-                input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **kwargs
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention.to(self.device),
+                **kwargs,
             )
         new_tokens = out[:, width:].tolist()
         latency = time.perf_counter() - started
@@ -156,7 +183,9 @@ class TransformersBackend(Backend):
             indices = sorted(indices, key=lambda i: len(encoded[i]))
             for start in range(0, len(indices), self.batch_size):
                 batch = indices[start : start + self.batch_size]
-                for i, completion in zip(batch, self._run_batch([encoded[i] for i in batch], params), strict=True):
+                for i, completion in zip(
+                    batch, self._run_batch([encoded[i] for i in batch], params), strict=True
+                ):
                     yield i, completion
         for i in sampled:
             yield i, self._run_batch([encoded[i]], requests[i].params)[0]

@@ -60,7 +60,9 @@ def model_spec(name: str, registry: Mapping[str, Any]) -> dict[str, Any]:
     """The validated spec (defaults filled) of model ``name``."""
     if not isinstance(registry, Mapping) or name not in registry:
         known = ", ".join(sorted(registry)) if isinstance(registry, Mapping) else ""
-        raise ConfigError(f"models.{name}: no such model in the registry (known: {known or 'none'})")
+        raise ConfigError(
+            f"models.{name}: no such model in the registry (known: {known or 'none'})"
+        )
     return validate_registry({name: registry[name]})[name]
 
 
@@ -117,7 +119,9 @@ def build_backend(name: str, spec: Mapping[str, Any]) -> Backend:
         factory = _builtin_factory(name, str(spec["kind"]))
         instance = factory(name, spec)
         if not isinstance(instance, Backend):
-            raise ConfigError(f"models.{name}.kind: factory of {spec['kind']!r} returned no Backend")
+            raise ConfigError(
+                f"models.{name}.kind: factory of {spec['kind']!r} returned no Backend"
+            )
         if not getattr(instance, "name", None):
             instance.name = name
         return instance
@@ -196,7 +200,9 @@ class Model:
                         self.cache.put(key, completion)
                     if bar is not None:
                         bar.update(1)
-                        bar.set_postfix_str(_tokens_rate(generated.values(), started), refresh=False)
+                        bar.set_postfix_str(
+                            _tokens_rate(generated.values(), started), refresh=False
+                        )
             finally:
                 if bar is not None:
                     bar.close()
@@ -207,7 +213,9 @@ class Model:
                     f"{len(todo)} requests"
                 )
         out = [found[k] if k in found else generated[k] for k in keys]
-        _log_throughput(self.name, len(requests), len(requests) - len(todo_keys), generated, started)
+        _log_throughput(
+            self.name, len(requests), len(requests) - len(todo_keys), generated, started
+        )
         return out
 
     def close(self) -> None:

@@ -56,7 +56,9 @@ def _train_tokenizer():
     from tokenizers.processors import TemplateProcessing
 
     tokenizer.post_processor = TemplateProcessing(
-        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tokenizer.token_to_id("<s>"))]
+        single="<s> $A",
+        pair="<s> $A <s> $B",
+        special_tokens=[("<s>", tokenizer.token_to_id("<s>"))],
     )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,

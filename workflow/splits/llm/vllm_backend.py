@@ -81,9 +81,7 @@ class VLLMBackend(Backend):
         self._vllm = _import_vllm(name)
         self.engine = engine if engine is not None else self._vllm.LLM(**engine_kwargs(spec))
         self._tokenizer = None
-        self._identity = hf_identity(
-            "vllm", self.spec, ("dtype", "max_model_len", "quantization")
-        )
+        self._identity = hf_identity("vllm", self.spec, ("dtype", "max_model_len", "quantization"))
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
@@ -119,7 +117,9 @@ class VLLMBackend(Backend):
             completions.append(
                 Completion(
                     best.text,
-                    "length" if finish == "length" else ("stop" if finish in ("stop", "eos") else str(finish)),
+                    "length"
+                    if finish == "length"
+                    else ("stop" if finish in ("stop", "eos") else str(finish)),
                     len(output.prompt_token_ids or ()),
                     len(best.token_ids or ()),
                     latency,

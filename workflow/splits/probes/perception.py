@@ -21,7 +21,6 @@ from splits.llm.base import Request, SamplingParams
 from splits.probes.common import Group, chat, fill, one_line
 
 YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
-LEADING_YES_NO = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,10 @@ def stress_requests(
 
 
 def parse_yes_no(text: str | None) -> str | None:
-    """ "yes" / "no" from a model answer, None when undetected: the leading word if it is yes or
-    no, else the only one of the two words that occurs; both or neither -> undetected."""
+    """ "yes" / "no" from a model answer, None when undetected: the answer must contain exactly
+    one of the two words (any number of times); both or neither -> undetected."""
     if not text:
         return None
-    leading = LEADING_YES_NO.match(text)
-    if leading:
-        return leading.group(1).lower()
     found = {m.lower() for m in YES_NO.findall(text)}
     return found.pop() if len(found) == 1 else None
 

@@ -1,0 +1,190 @@
+"""Dataset export: loadable with datasets, salted author hashes, card and count tables."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import polars as pl
+import pytest
+from splits import export
+from splits.cli import main
+from splits.sampling import sample_quadruplets
+
+
+def topic_posts() -> pl.DataFrame:
+    rows = []
+    for topic, category in (("Chess", "Hobbies"), ("Curling", "Sports")):
+        for key in ("catholic", "jewish", "teacher"):
+            for i in range(30):
+                rows.append(
+                    {
+                        "post_id": f"{topic}-{key}-{i}",
+                        "author": f"RealUser_{key}_{i % 7}",
+                        "subreddit": "askreddit",
+                        "text": f"{topic} post number {i} by a {key} user",
+                        "demographic": key,
+                        "category": category,
+                        "topic": topic,
+                        "score": float(30 - i),
+                        "norm_score": (30 - i) / 30,
+                        "rank": i + 1,
+                    }
+                )
+    return pl.DataFrame(rows)
+
+
+@pytest.fixture
+def exported(tmp_path, monkeypatch):
+    posts = topic_posts()
+    quads = sample_quadruplets(posts, 4, seed=5)
+    posts.write_parquet(tmp_path / "topic_posts.parquet")
+    quads.write_parquet(tmp_path / "quadruplets.parquet")
+    monkeypatch.setenv("TEST_SPLITS_SALT", "s3cret-salt-value")
+    out = tmp_path / "export"
+    argv = [
+        "export",
+        "--quadruplets",
+        str(tmp_path / "quadruplets.parquet"),
+        "--topic-posts",
+        str(tmp_path / "topic_posts.parquet"),
+        "--k",
+        "4",
+        "--salt-env",
+        "TEST_SPLITS_SALT",
+        "--out-dir",
+        str(out),
+    ]
+    assert main(argv) == 0
+    return out, posts, quads
+
+
+def test_export_loads_with_datasets_and_hides_authors(exported):
+    datasets = pytest.importorskip("datasets")
+    out, posts, quads = exported
+    loaded = datasets.load_dataset(
+        "parquet", data_files=str(out / "quadruplets.parquet"), split="train"
+    )
+    assert loaded.num_rows == len(quads)
+    assert loaded.column_names[:7] == [
+        "description",
+        "demographic_A",
+        "demographic_B",
+        "example_posts",
+        "sample_A",
+        "sample_B",
+        "switched",
+    ]
+    first = loaded[0]
+    assert len(first["example_posts"]) == 4 and len(first["sample_A"]) == 3
+    loaded_posts = datasets.load_dataset(
+        "parquet", data_files=str(out / "topic_posts.parquet"), split="train"
+    )
+    assert loaded_posts.num_rows == len(posts)
+    assert "author" not in loaded_posts.column_names and "author_hash" in loaded_posts.column_names
+    # no raw author name anywhere in the export: any file, any cell (also inside texts)
+    authors = sorted(set(posts.get_column("author").unique().to_list()))
+    pattern = "|".join(authors)
+    for path in out.iterdir():
+        if path.suffix == ".parquet":
+            frame = pl.read_parquet(path)
+            for column in frame.columns:
+                values = frame.get_column(column)
+                if isinstance(values.dtype, pl.List):
+                    values = values.explode()
+                assert not values.cast(pl.String).str.contains(pattern).any(), (path.name, column)
+        else:
+            text = path.read_text()
+            assert not any(name in text for name in authors), path.name
+            assert "s3cret-salt-value" not in text
+    # the check itself can fail: the input has the names
+    assert posts.get_column("author").str.contains(pattern).all()
+
+
+def test_author_hashes_are_salted_hmacs(exported, monkeypatch):
+    out, posts, _ = exported
+    hashed = pl.read_parquet(out / "topic_posts.parquet")
+    assert hashed.get_column("post_id").to_list() == posts.get_column("post_id").to_list()
+    expected = [
+        hmac.new(b"s3cret-salt-value", a.encode(), hashlib.sha256).hexdigest()[:16]
+        for a in posts.get_column("author")
+    ]
+    assert hashed.get_column("author_hash").to_list() == expected
+    # same author -> same hash; another salt -> other hashes
+    assert hashed.get_column("author_hash").n_unique() == posts.get_column("author").n_unique()
+    other = export.hash_authors(posts, "another salt")
+    assert set(other.get_column("author_hash")).isdisjoint(set(hashed.get_column("author_hash")))
+
+
+def test_development_salt_warns(tmp_path, monkeypatch, caplog):
+    posts = topic_posts()
+    posts.write_parquet(tmp_path / "tp.parquet")
+    sample_quadruplets(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
+    monkeypatch.delenv("UNSET_SALT_VARIABLE", raising=False)
+    assert export.resolve_salt("UNSET_SALT_VARIABLE") == (export.DEVELOPMENT_SALT, True)
+    with caplog.at_level("WARNING"):
+        assert (
+            main(
+                [
+                    "export",
+                    "--quadruplets",
+                    str(tmp_path / "q.parquet"),
+                    "--topic-posts",
+                    str(tmp_path / "tp.parquet"),
+                    "--salt-env",
+                    "UNSET_SALT_VARIABLE",
+                    "--out-dir",
+                    str(tmp_path / "out"),
+                ]
+            )
+            == 0
+        )
+    assert "development salt" in caplog.text
+    assert "do not publish" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_count_tables_and_card(exported):
+    out, posts, quads = exported
+    by_topic = pl.read_csv(out / "counts_by_topic.csv")
+    pairs = ["catholic / jewish", "catholic / teacher", "jewish / teacher"]
+    assert by_topic.columns == ["category", "topic", *pairs, "total"]
+    for row in by_topic.iter_rows(named=True):
+        for pair in pairs:
+            a, b = pair.split(" / ")
+            n = quads.filter(
+                (pl.col("description") == row["topic"])
+                & (pl.col("demographic_A") == a)
+                & (pl.col("demographic_B") == b)
+            )
+            assert row[pair] == len(n) == 30 // 5
+        assert row["total"] == sum(row[p] for p in pairs)
+    by_category = pl.read_csv(out / "counts_by_category.csv")
+    assert by_category.get_column("category").to_list() == ["Hobbies", "Sports", "all"]
+    assert by_category.filter(pl.col("category") == "all")["total"].item() == len(quads)
+    markdown = (out / "counts_by_topic.md").read_text().splitlines()
+    assert (
+        markdown[0].startswith("| category | topic | catholic / jewish")
+        and len(markdown) == 2 + by_topic.height
+    )
+    card = (out / "README.md").read_text()
+    for heading in ("## Contents", "## Method", "## Licence", "## Intended use", "## Limitations"):
+        assert heading in card
+    assert f"{len(quads):,} rows" in card and "k = 4" in card
+    assert "| all |" in card
+
+
+def test_missing_input_is_a_config_error(tmp_path):
+    assert (
+        main(
+            [
+                "export",
+                "--quadruplets",
+                str(tmp_path / "nope.parquet"),
+                "--topic-posts",
+                str(tmp_path / "x"),
+                "--out-dir",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )

@@ -1,0 +1,426 @@
+"""Ingest (SPEC 2.1): reference corpus vs ConvoKit, bad input accounted exactly, formats, merge,
+config errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+import zstandard
+from splits.ingest import REASONS, ingest_shard, load_bot_list, shard_names
+from splits.ingest_merge import merge
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _utt(
+    uid,
+    conv,
+    speaker="alice",
+    text="hello there",
+    reply=None,
+    ts=1500000000,
+    sub="Cornell",
+    score=1,
+    spelling="new",
+):
+    keys = (
+        ("speaker", "conversation_id", "reply-to")
+        if spelling == "new"
+        else ("user", "root", "reply_to")
+    )
+    return {
+        "id": uid,
+        keys[1]: conv,
+        "text": text,
+        keys[0]: speaker,
+        "meta": {"score": score, "subreddit": sub, "stickied": False},
+        keys[2]: reply,
+        "timestamp": ts,
+        "vectors": [],
+    }
+
+
+def _write_corpus(d: Path, lines: list[bytes], titles: dict[str, str]) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "utterances.jsonl").write_bytes(b"".join(lines))
+    (d / "conversations.json").write_text(
+        json.dumps(
+            {k: {"meta": {"title": v, "num_comments": 1}, "vectors": []} for k, v in titles.items()}
+        )
+    )
+    (d / "speakers.json").write_text("{}")
+    (d / "corpus.json").write_text("{}")
+    (d / "index.json").write_text(json.dumps({"version": 1}))
+    return d
+
+
+def _line(obj) -> bytes:
+    return (json.dumps(obj) + "\n").encode()
+
+
+def _bad_corpus(d: Path, spelling: str = "new") -> tuple[Path, dict[str, int], dict[str, str]]:
+    """A corpus with every kind of dirt; returns the path, the exact expected drop counts and
+    the valid posts (id -> expected text)."""
+    u = lambda *a, **k: _line(_utt(*a, spelling=spelling, **k))  # noqa: E731
+    lines = [
+        u("s1", "s1", text="body one"),  # submission with title
+        u("c1", "s1", reply="s1", text="a comment"),
+        u("c2", "s1", reply="c1", text="  café ünïcode ✓  "),
+        u("s2", "s2", text=""),  # link post: title only
+        u("s3", "s3", text=""),  # empty body and empty title: empty_text
+        b'{"id": "bad1", "conversation_id": \n',  # malformed JSON
+        b"[1, 2, 3]\n",  # not an object
+        b'{"id": "bad2", "text": "caf\xff", "speaker": "x"}\n',  # invalid UTF-8
+        _line({k: v for k, v in _utt("m1", "s1").items() if k not in ("speaker", "user")}),
+        _line({k: v for k, v in _utt("m2", "s1").items() if k != "id"}),
+        _line({**_utt("m3", "s1"), "meta": {"score": 1}}),  # no subreddit
+        _line({k: v for k, v in _utt("m4", "s1").items() if k != "timestamp"}),
+        _line({**_utt("m5", "s1"), "timestamp": "yesterday"}),  # invalid timestamp
+        _line({k: v for k, v in _utt("m6", "s1").items() if k != "text"}),
+        u("d1", "s1", reply="s1", text="[deleted]", speaker="[deleted]"),
+        u("d2", "s1", reply="s1", text="[removed]"),
+        u("d3", "s1", reply="s1", text="   "),
+        u("d4", "s1", reply="s1", text="still here", speaker="[deleted]"),
+        u("b1", "s1", reply="s1", text="I am a bot", speaker="AutoModerator"),
+        u("b2", "s1", reply="s1", text="listed bot", speaker="RemindMeBot"),
+        u("c1", "s1", reply="s1", text="duplicate of c1"),
+        b"\n",
+        u("c3", "s1", reply="c2", text="float stamp", ts=1500000000.7, score=None),
+        u("c4", "s2", reply="s2", text="UPPER sub", sub="CorNell", score="7"),
+    ]
+    expected_drops = {
+        "malformed_json": 2,
+        "invalid_utf8": 1,
+        "missing_field:author": 1,
+        "missing_field:id": 1,
+        "missing_field:subreddit": 1,
+        "missing_field:timestamp": 1,
+        "invalid_field:timestamp": 1,
+        "missing_field:text": 1,
+        "deleted_text": 1,
+        "removed_text": 1,
+        "empty_text": 2,
+        "deleted_author": 1,
+        "bot": 2,
+        "duplicate_id": 1,
+    }
+    valid = {
+        "s1": "Title one\n\nbody one",
+        "c1": "a comment",
+        "c2": "  café ünïcode ✓  ",
+        "s2": "Link title",
+        "c3": "float stamp",
+        "c4": "UPPER sub",
+    }
+    titles = {"s1": "Title one", "s2": "Link title", "s3": " "}
+    return _write_corpus(d, lines, titles), expected_drops, valid
+
+
+def _check_bad(report: dict, posts: pl.DataFrame, expected: dict, valid: dict) -> None:
+    assert report["dropped"] == {r: expected.get(r, 0) for r in REASONS}
+    assert report["records"] == 23
+    assert report["blank_lines"] == 1
+    assert report["posts"] == len(valid) == posts.height
+    assert dict(zip(posts["post_id"], posts["text"], strict=True)) == valid
+    row = posts.row(by_predicate=pl.col("post_id") == "c3", named=True)
+    assert row["created_utc"] == 1500000000 and row["score"] is None
+    row = posts.row(by_predicate=pl.col("post_id") == "c4", named=True)
+    assert row["subreddit"] == "cornell" and row["score"] == 7
+    assert posts.filter(pl.col("post_id") == "c1")["reply_to"].item() == "s1"
+    assert set(posts.filter(pl.col("kind") == "submission")["post_id"]) == {"s1", "s2"}
+
+
+@pytest.mark.parametrize("chunk_mb", [16, 0.0005])
+def test_bad_convokit_corpus_counts_every_reason(tmp_path, chunk_mb):
+    corpus, expected, valid = _bad_corpus(tmp_path / "bad")
+    bots = load_bot_list(REPO / "resources" / "bots.txt")
+    report = ingest_shard(
+        corpus, tmp_path / "out.parquet", tmp_path / "r.json", bots=bots, chunk_mb=chunk_mb
+    )
+    _check_bad(report, pl.read_parquet(tmp_path / "out.parquet"), expected, valid)
+    assert json.loads((tmp_path / "r.json").read_text()) == report
+
+
+def test_old_key_spelling_and_corpus_zip(tmp_path):
+    corpus, expected, valid = _bad_corpus(tmp_path / "subreddit-Old", spelling="old")
+    archive = tmp_path / "subreddit-Old.corpus.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for f in corpus.iterdir():
+            zf.write(f, f"subreddit-Old/{f.name}")
+    bots = load_bot_list(REPO / "resources" / "bots.txt")
+    report = ingest_shard(archive, tmp_path / "z.parquet", tmp_path / "z.json", bots=bots)
+    _check_bad(report, pl.read_parquet(tmp_path / "z.parquet"), expected, valid)
+    assert shard_names([str(archive), str(corpus)]) == {
+        "subreddit-Old": str(archive),
+        "subreddit-Old-2": str(corpus),
+    }
+
+
+def test_empty_inputs_finish(tmp_path):
+    corpus = _write_corpus(tmp_path / "empty", [], {})
+    report = ingest_shard(corpus, tmp_path / "e.parquet", tmp_path / "e.json")
+    assert report["records"] == report["posts"] == 0
+    assert pl.read_parquet(tmp_path / "e.parquet").columns[:3] == ["post_id", "kind", "subreddit"]
+    (tmp_path / "RC_empty.ndjson").write_bytes(b"")
+    assert (
+        ingest_shard(tmp_path / "RC_empty.ndjson", tmp_path / "p.parquet", tmp_path / "p.json")[
+            "posts"
+        ]
+        == 0
+    )
+
+
+def test_pushshift_ndjson_and_zst(tmp_path):
+    subs = [
+        {
+            "id": "s1",
+            "author": "alice",
+            "subreddit": "AskX",
+            "created_utc": "1500000000",
+            "title": "T",
+            "selftext": "body",
+            "score": 3,
+        },
+        {
+            "id": "s2",
+            "author": "bob",
+            "subreddit": "AskX",
+            "created_utc": 1500000001,
+            "title": "Link",
+            "selftext": "",
+            "score": 1,
+        },
+        {
+            "id": "s3",
+            "author": "[deleted]",
+            "subreddit": "AskX",
+            "created_utc": 1500000002,
+            "title": "x",
+            "selftext": "[deleted]",
+        },
+    ]
+    comments = [
+        {
+            "id": "c1",
+            "author": "carol",
+            "subreddit": "AskX",
+            "created_utc": 1500000003,
+            "body": "hi",
+            "parent_id": "t3_s1",
+            "link_id": "t3_s1",
+            "score": 2,
+        },
+        {
+            "id": "c2",
+            "author": "dave",
+            "subreddit": "AskX",
+            "created_utc": 1500000004,
+            "body": "re",
+            "parent_id": "t1_c1",
+            "link_id": "t3_s1",
+        },
+        {
+            "id": "c3",
+            "author": "erin",
+            "subreddit": "AskX",
+            "created_utc": 1500000005,
+            "body": "no link",
+            "parent_id": "t1_c1",
+        },
+    ]
+    rs = b"".join(_line(o) for o in subs)
+    rc = b"".join(_line(o) for o in comments) + b"{not json\n"
+    (tmp_path / "RS_2018-01").mkdir()
+    (tmp_path / "RS_2018-01.ndjson").write_bytes(rs)
+    (tmp_path / "RC_2018-01.zst").write_bytes(zstandard.ZstdCompressor().compress(rc))
+    r1 = ingest_shard(tmp_path / "RS_2018-01.ndjson", tmp_path / "rs.parquet", tmp_path / "rs.json")
+    r2 = ingest_shard(tmp_path / "RC_2018-01.zst", tmp_path / "rc.parquet", tmp_path / "rc.json")
+    assert r1["posts"] == 2 and r1["dropped"]["deleted_text"] == 1
+    assert (
+        r2["posts"] == 2
+        and r2["dropped"]["missing_field:conversation_id"] == 1
+        and r2["dropped"]["malformed_json"] == 1
+    )
+    posts = pl.concat(
+        [pl.read_parquet(tmp_path / "rs.parquet"), pl.read_parquet(tmp_path / "rc.parquet")]
+    )
+    rows = {r["post_id"]: r for r in posts.iter_rows(named=True)}
+    assert rows["s1"]["text"] == "T\n\nbody" and rows["s1"]["created_utc"] == 1500000000
+    assert rows["s2"]["text"] == "Link" and rows["s2"]["kind"] == "submission"
+    assert (
+        rows["c2"]["reply_to"] == "c1"
+        and rows["c2"]["conversation_id"] == "s1"
+        and rows["c2"]["score"] is None
+    )
+    assert rows["c1"]["subreddit"] == "askx"
+
+
+def test_merge_cross_shard_duplicates_and_templated_bots(tmp_path):
+    a = [
+        _line(_utt(f"a{i}", "a0", reply=None if i == 0 else "a0", text=f"post {i}"))
+        for i in range(4)
+    ]
+    a += [
+        _line(
+            _utt(
+                f"t{i}",
+                "a0",
+                reply="a0",
+                speaker="helpful_bot",
+                text=f"Converted {i} units. I am a bot",
+            )
+        )
+        for i in range(4)
+    ]
+    a += [_line(_utt("h1", "a0", reply="a0", speaker="Abbot", text="a human named Abbot"))]
+    b = [
+        _line(_utt("a1", "a0", reply="a0", text="cross-shard duplicate")),
+        _line(_utt("b1", "a0", reply="a0")),
+    ]
+    ca = _write_corpus(tmp_path / "A", a, {"a0": "T"})
+    cb = _write_corpus(tmp_path / "B", b, {})
+    for name, c in (("A", ca), ("B", cb)):
+        ingest_shard(c, tmp_path / f"{name}.parquet", tmp_path / f"{name}.json", shard=name)
+    report = merge(
+        [str(tmp_path / "A.parquet"), str(tmp_path / "B.parquet")],
+        [str(tmp_path / "A.json"), str(tmp_path / "B.json")],
+        tmp_path / "posts.parquet",
+        tmp_path / "report.json",
+    )
+    posts = pl.read_parquet(tmp_path / "posts.parquet")
+    assert report["merge"]["templated_bots"] == ["helpful_bot"]
+    assert report["dropped"]["bot"] == 4 and report["dropped"]["duplicate_id"] == 1
+    assert sorted(posts["post_id"]) == ["a0", "a1", "a2", "a3", "b1", "h1"]
+    assert posts.filter(pl.col("post_id") == "a1")["text"].item() == "post 1"
+    assert report["records"] == 11 and report["posts"] == 6 and set(report["shards"]) == {"A", "B"}
+
+
+def test_reference_corpus_matches_convokit(reference_dir, tmp_path):
+    convokit = pytest.importorskip(
+        "convokit", reason="convokit (the convokit extra) is not installed"
+    )
+    path = reference_dir / "realdata" / "convokit_cornell"
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent")
+    bots = load_bot_list(REPO / "resources" / "bots.txt")
+    report = ingest_shard(path, tmp_path / "c.parquet", tmp_path / "c.json", bots=bots)
+    ours = pl.read_parquet(tmp_path / "c.parquet")
+    corpus = convokit.Corpus(filename=str(path))
+    # the documented cleaning, applied independently to what ConvoKit loads
+    expected = {}
+    dropped = 0
+    for utt in corpus.iter_utterances():
+        body = utt.text or ""
+        is_sub = utt.id == utt.conversation_id
+        title = corpus.get_conversation(utt.conversation_id).meta.get("title") if is_sub else None
+        text = (
+            (title + "\n\n" + body if body.strip() else title)
+            if is_sub and title and title.strip()
+            else body
+        )
+        if (
+            body.strip() in ("[deleted]", "[removed]")
+            or not text.strip()
+            or utt.speaker.id == "[deleted]"
+            or utt.speaker.id in bots
+        ):
+            dropped += 1
+            continue
+        expected[utt.id] = (
+            utt.speaker.id,
+            text,
+            int(utt.timestamp),
+            utt.reply_to,
+            utt.meta["subreddit"].lower(),
+            "submission" if is_sub else "comment",
+        )
+    got = {
+        r["post_id"]: (
+            r["author"],
+            r["text"],
+            r["created_utc"],
+            r["reply_to"],
+            r["subreddit"],
+            r["kind"],
+        )
+        for r in ours.iter_rows(named=True)
+    }
+    assert got == expected
+    assert report["records"] == 1519 and report["dropped_total"] == dropped
+    assert report["dropped"]["deleted_text"] + report["dropped"]["removed_text"] == 78
+
+
+def _snakemake_dry(tmp_path: Path, edit) -> subprocess.CompletedProcess:
+    work = tmp_path / "repo"
+    shutil.copytree(
+        REPO,
+        work,
+        ignore=shutil.ignore_patterns(
+            "results", "logs", ".snakemake", ".git", "__pycache__", "*.egg-info"
+        ),
+    )
+    cfg = work / "config" / "config.yaml"
+    cfg.write_text(edit(cfg.read_text()))
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda s: s.replace("  shards: 2 #", "  shardz: 2 #"),
+            "config error: synth.shardz: unknown key",
+        ),
+        (
+            lambda s: s.replace("  chunk_mb: 16 #", "  chunk_mb: lots #"),
+            "config error: ingest.chunk_mb:",
+        ),
+        (
+            lambda s: s.replace("  enabled: true # ingest", "  enabled: false # ingest").replace(
+                "  inputs: [] #", "  inputs: [no/such/corpus] #"
+            ),
+            "config error: ingest.inputs: input no/such/corpus does not exist",
+        ),
+    ],
+)
+def test_config_errors_stop_snakemake_with_one_line(tmp_path, edit, message):
+    proc = _snakemake_dry(tmp_path, edit)
+    assert proc.returncode != 0
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("config error")]
+    assert len(lines) == 1 and lines[0].startswith(message), proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_titles_streamed_in_small_chunks_equal_json_load(tmp_path, indent):
+    """Fast (literal-cut) and fallback (entry by entry) title readers give what json.load gives."""
+    from splits.ingest import _Source, write_titles
+
+    convs = {
+        f"id{i}": {
+            "meta": {"title": f'title "{i}", {{"meta": x}} é', "n": {"meta": 1}},
+            "vectors": [],
+        }
+        for i in range(300)
+    }
+    d = _write_corpus(tmp_path / "t", [_line(_utt("id0", "id0"))], {})
+    (d / "conversations.json").write_text(json.dumps(convs, indent=indent))
+    work = tmp_path / "w"
+    work.mkdir()
+    parts = write_titles(_Source(d), work, chunk_bytes=97)
+    got = pl.concat([pl.read_ipc(p) for p in parts])
+    assert dict(zip(got["conversation_id"], got["title"], strict=True)) == {
+        k: v["meta"]["title"] for k, v in convs.items()
+    }

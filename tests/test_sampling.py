@@ -1,0 +1,231 @@
+"""Quadruplet sampling (SPEC 2.7): property-based tests with hypothesis and the validator."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from splits import sampling
+from splits.config import ConfigError
+from splits.sampling import (
+    RELEASE_COLUMNS,
+    check_quadruplets,
+    sample_quadruplets,
+    validate_quadruplets,
+)
+
+
+def topic_posts_frame(
+    pool_sizes: dict[tuple[str, str], int], shared: dict[tuple[str, str, str], int] | None = None
+):
+    """Topic posts with given pool sizes per (topic, demographic); ``shared[(topic, a, b)]`` extra
+    posts appear in both a's and b's pools."""
+    rows = []
+    for (topic, key), n in pool_sizes.items():
+        for i in range(n):
+            pid = f"{topic}-{key}-{i}"
+            rows.append((pid, f"text of {pid}", key, f"cat-{topic}", topic))
+    for (topic, a, b), n in (shared or {}).items():
+        for i in range(n):
+            pid = f"{topic}-{a}{b}-shared-{i}"
+            rows += [
+                (pid, f"text of {pid}", a, f"cat-{topic}", topic),
+                (pid, f"text of {pid}", b, f"cat-{topic}", topic),
+            ]
+    return pl.DataFrame(
+        rows,
+        schema={c: pl.String for c in ["post_id", "text", "demographic", "category", "topic"]},
+        orient="row",
+    ).with_columns(pl.lit("someone").alias("author"))
+
+
+pools_strategy = st.dictionaries(
+    keys=st.tuples(
+        st.sampled_from(["t1", "t2"]), st.sampled_from(["black", "catholic", "jewish", "teacher"])
+    ),
+    values=st.integers(min_value=0, max_value=45),
+    min_size=2,
+    max_size=8,
+)
+shared_strategy = st.dictionaries(
+    keys=st.sampled_from(
+        [("t1", "black", "catholic"), ("t2", "jewish", "teacher"), ("t1", "catholic", "teacher")]
+    ),
+    values=st.integers(min_value=0, max_value=8),
+    max_size=2,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pools=pools_strategy,
+    shared=shared_strategy,
+    k=st.sampled_from([2, 4, 8, 16]),
+    seed=st.integers(0, 2**40),
+)
+def test_sampling_properties(pools, shared, k, seed):
+    topic_posts = topic_posts_frame(pools, shared)
+    quads = sample_quadruplets(topic_posts, k, seed)
+    assert validate_quadruplets(quads, topic_posts, k) == []
+    assert quads.columns[: len(RELEASE_COLUMNS)] == RELEASE_COLUMNS
+    pool = {}
+    for topic, key, pid in topic_posts.select("topic", "demographic", "post_id").iter_rows():
+        pool.setdefault((topic, key), set()).add(pid)
+    need = k // 2 + 3
+    keys = sorted(set(topic_posts["demographic"]))
+    counts = Counter(
+        zip(quads["description"], quads["demographic_A"], quads["demographic_B"], strict=True)
+    )
+    for topic in set(topic_posts["topic"]):
+        for i, a in enumerate(keys):
+            for b in keys[i + 1 :]:
+                both = pool.get((topic, a), set()) & pool.get((topic, b), set())
+                only_a = pool.get((topic, a), set()) - both
+                only_b = pool.get((topic, b), set()) - both
+                rows = quads.filter(
+                    (pl.col("description") == topic)
+                    & (pl.col("demographic_A") == a)
+                    & (pl.col("demographic_B") == b)
+                )
+                ids = [
+                    p
+                    for r in rows.iter_rows(named=True)
+                    for p in r["example_post_ids"] + r["sample_A_ids"] + r["sample_B_ids"]
+                ]
+                assert len(ids) == len(set(ids)), "a post drawn twice within one split"
+                assert not set(ids) & both, "a post of both pools was drawn"
+                for r in rows.iter_rows(named=True):
+                    assert Counter(r["example_labels"]) == {"A": k // 2, "B": k // 2}
+                    for pid, label in zip(r["example_post_ids"], r["example_labels"], strict=True):
+                        assert pid in (only_a if label == "A" else only_b)
+                    assert set(r["sample_A_ids"]) <= only_a and set(r["sample_B_ids"]) <= only_b
+                    assert r["example_posts"] == [f"text of {p}" for p in r["example_post_ids"]]
+                # stops exactly when a pool runs short: rows = min(|A|, |B|) // (k/2 + 3)
+                expected = min(len(only_a), len(only_b)) // need
+                assert counts.get((topic, a, b), 0) == expected
+                assert min(len(only_a), len(only_b)) - expected * need < need
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**40), k=st.sampled_from([4, 16, 42]))
+def test_deterministic_by_seed(seed, k):
+    topic_posts = topic_posts_frame(
+        {("t", "a"): 120, ("t", "b"): 100, ("u", "a"): 60, ("u", "c"): 70}
+    )
+    first = sample_quadruplets(topic_posts, k, seed)
+    again = sample_quadruplets(
+        topic_posts.sample(fraction=1.0, shuffle=True, seed=seed % 1000), k, seed
+    )
+    assert first.equals(sample_quadruplets(topic_posts, k, seed))
+    # the rows do not depend on the input order (only the topic order follows first appearance)
+    assert first.sort("quadruplet_id").equals(again.sort("quadruplet_id"))
+    other = sample_quadruplets(topic_posts, k, seed + 1)
+    assert not first.equals(other)
+
+
+def test_adding_a_topic_leaves_other_splits_unchanged():
+    base = {("t", "a"): 80, ("t", "b"): 80}
+    one = sample_quadruplets(topic_posts_frame(base), 8, 7)
+    two = sample_quadruplets(topic_posts_frame({**base, ("u", "a"): 40, ("u", "b"): 40}), 8, 7)
+    assert two.filter(pl.col("description") == "t").equals(one)
+
+
+def test_switched_is_a_fair_coin_and_calibration_positions_are_shuffled():
+    topic_posts = topic_posts_frame(
+        {(f"t{i}", key): 1300 for i in range(4) for key in ("a", "b", "c")}
+    )
+    quads = sample_quadruplets(topic_posts, 4, 12345)
+    assert len(quads) == 4 * 3 * (1300 // 5)
+    assert abs(quads["switched"].mean() - 0.5) < 0.05
+    first_is_a = quads["example_labels"].list.first() == "A"
+    assert abs(first_is_a.mean() - 0.5) < 0.05
+
+
+def test_validator_detects_broken_invariants():
+    topic_posts = topic_posts_frame(
+        {("t", "a"): 40, ("t", "b"): 33, ("u", "a"): 20, ("u", "b"): 20}
+    )
+    quads = sample_quadruplets(topic_posts, 8, 3)
+    check_quadruplets(quads, topic_posts, 8)
+    broken = {
+        "duplicate": pl.concat([quads, quads.head(1)]),
+        "unbalanced": quads.with_columns(pl.col("example_labels").list.eval(pl.lit("A"))),
+        "short": quads.with_columns(
+            pl.col("sample_A").list.head(2), pl.col("sample_A_ids").list.head(2)
+        ),
+        "stopped early": quads.tail(len(quads) - 1),
+        "wrong group": quads.with_columns(
+            pl.col("sample_A_ids").alias("sample_B_ids"), pl.col("sample_A").alias("sample_B")
+        ),
+        "unordered": quads.with_columns(
+            pl.col("demographic_B").alias("demographic_A"),
+            pl.col("demographic_A").alias("demographic_B"),
+        ),
+        "text": quads.with_columns(pl.col("sample_B").list.eval(pl.element() + "!")),
+    }
+    for name, frame in broken.items():
+        with pytest.raises(sampling.QuadrupletValidationError):
+            check_quadruplets(frame, topic_posts, 8)
+        assert validate_quadruplets(frame, topic_posts, 8), name
+
+
+def test_bad_k_and_bad_input_are_clear_errors(tmp_path):
+    topic_posts = topic_posts_frame({("t", "a"): 10, ("t", "b"): 10})
+    with pytest.raises(ConfigError, match="sampling.k"):
+        sample_quadruplets(topic_posts, 5, 0)
+    path = tmp_path / "tp.parquet"
+    topic_posts.drop("category").write_parquet(path)
+    parser = argparse.ArgumentParser()
+    sampling.configure_parser(parser)
+    args = parser.parse_args(
+        [
+            "--topic-posts",
+            str(path),
+            "--k",
+            "4",
+            "--seed",
+            "1",
+            "--out",
+            str(tmp_path / "q.parquet"),
+        ]
+    )
+    with pytest.raises(ConfigError, match="category"):
+        sampling.run(args)
+
+
+def test_cli_writes_quadruplets_and_summary(tmp_path):
+    topic_posts = topic_posts_frame({("t", "a"): 50, ("t", "b"): 50, ("t", "c"): 12})
+    path = tmp_path / "tp.parquet"
+    topic_posts.write_parquet(path)
+    from splits.cli import main
+    from splits.io import read_json
+
+    out = tmp_path / "q.parquet"
+    assert (
+        main(
+            [
+                "sample",
+                "--topic-posts",
+                str(path),
+                "--k",
+                "4",
+                "--seed",
+                "9",
+                "--out",
+                str(out),
+                "--summary",
+                str(tmp_path / "s.json"),
+            ]
+        )
+        == 0
+    )
+    quads = pl.read_parquet(out)
+    summary = read_json(tmp_path / "s.json")
+    assert summary["rows"] == len(quads) == 10 + 2 + 2
+    assert summary["rows_per_pair"] == {"a/b": 10, "a/c": 2, "b/c": 2}
+    assert np.isclose(summary["switched_share"], quads["switched"].mean())

@@ -1,0 +1,525 @@
+"""Self-ID phrase matching, verifiers, curves, thresholds and the formula table (SPEC 2.5)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from splits.config import ConfigError, Demographic, load_demographics
+from splits.llm import Backend, Completion, load_model, register_builtin
+from splits.selfid import (
+    PhraseSet,
+    auto_threshold,
+    compare_formulas,
+    find_phrases,
+    parse_verdict,
+    roc_auc,
+    selfid_curve,
+    user_counts,
+    verify_llm,
+    verify_rules,
+)
+
+CATHOLIC = PhraseSet.from_lists(
+    ["I'm Catholic", "I am a Catholic", "I'm a Roman Catholic", "As a Catholic", "I teach"],
+    ["I'm not Catholic", "I'm Jewish", "I'm a Baptist"],
+)
+
+
+def posts_frame(texts: list[str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "post_id": [f"p{i}" for i in range(len(texts))],
+            "author": [f"u{i % 7}" for i in range(len(texts))],
+            "text": texts,
+        }
+    )
+
+
+def python_reference(texts: list[str], phrases: PhraseSet) -> list[tuple]:
+    alternatives = [
+        r"[ \t\xa0]+".join(re.escape(w).replace("'", "['’‘ʼ]") for w in p.split(" "))
+        for p in sorted(phrases.kinds, key=lambda p: (-len(p), p))
+    ]
+    pattern = re.compile(r"\b(?:" + "|".join(alternatives) + r")\b", re.IGNORECASE)
+    return [
+        (f"p{i}", m.start(), m.end(), m.group(0))
+        for i, text in enumerate(texts)
+        for m in pattern.finditer(text)
+    ]
+
+
+def found_rows(texts: list[str], phrases: PhraseSet = CATHOLIC) -> list[tuple]:
+    found = find_phrases(posts_frame(texts), phrases, context_chars=20)
+    return list(found.select("post_id", "start", "end", "match").iter_rows())
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def test_apostrophes_punctuation_and_word_boundaries():
+    texts = [
+        "i’m catholic, and proud",  # curly apostrophe, comma after
+        "I'm Catholicism-curious",  # no boundary after "catholic"
+        "I'M CATHOLIC",  # case
+        "I‘m  catholic.",  # other apostrophe, two spaces
+        "xI'm catholic",  # no boundary before
+        "Honestly I'm a Roman Catholic!",  # longest phrase wins
+        "I'm Catholic I'm Catholic",  # two occurrences
+        "I teach; I teacher; teach",  # only the first is a phrase occurrence
+        "🙂 I'm Jewish 🙂 as a catholic",  # astral characters before: offsets in characters
+        "nothing to see",
+        "",
+        "a\x00b I'm catholic",  # NUL in the text
+        "Im Catholic, I m Catholic",  # no apostrophe: no match
+    ]
+    rows = found_rows(texts)
+    assert rows == python_reference(texts, CATHOLIC)
+    by_post: dict[str, list[str]] = {}
+    for pid, start, end, match in rows:
+        assert texts[int(pid[1:])][start:end] == match
+        by_post.setdefault(pid, []).append(match)
+    assert by_post["p0"] == ["i’m catholic"]
+    assert "p1" not in by_post and "p4" not in by_post and "p12" not in by_post
+    assert by_post["p3"] == ["I‘m  catholic"]
+    assert by_post["p5"] == ["I'm a Roman Catholic"]
+    assert by_post["p6"] == ["I'm Catholic", "I'm Catholic"]
+    assert by_post["p7"] == ["I teach"]
+    assert by_post["p8"] == ["I'm Jewish", "as a catholic"]
+    found = find_phrases(posts_frame(texts), CATHOLIC, context_chars=5)
+    assert found.filter(pl.col("post_id") == "p0")["phrase"].to_list() == ["i'm catholic"]
+    assert found.filter(pl.col("post_id") == "p8")["kind"].to_list() == ["anti", "self"]
+    row = found.filter(pl.col("post_id") == "p5").row(0, named=True)
+    assert row["left_context"] == "stly " and row["right_context"] == "!"
+    assert row["context"] == "stly I'm a Roman Catholic!"
+
+
+def test_phrase_set_validation():
+    with pytest.raises(ConfigError, match="both self-ID and anti-self-ID"):
+        PhraseSet.from_lists(["I'm Catholic"], ["i’m  CATHOLIC"])
+    with pytest.raises(ConfigError, match="no self-ID"):
+        PhraseSet.from_lists([], [])
+    collapsed = PhraseSet.from_lists(["I am an atheist", "I am an Atheist"], [])
+    assert list(collapsed.kinds) == ["i am an atheist"]
+
+
+def test_phrase_matching_equals_python_re_on_real_text(reference_dir):
+    """Dreaddit posts, as they are and with paper phrases (of every demographic) inserted at
+    random places with random case and apostrophe variants and neighbouring characters."""
+    frames = [
+        pl.read_csv(reference_dir / "realdata" / "dreaddit" / name, infer_schema_length=0)
+        for name in ("dreaddit-train.csv", "dreaddit-test.csv")
+    ]
+    texts = [t for f in frames for t in f["text"].to_list()]
+    demographics = load_demographics(reference_dir / "splits-upstream" / "demographics.json")
+    self_phrases = [p for d in demographics for p in d.self_id_phrases]
+    anti_phrases = [p for d in demographics for p in d.anti_self_id_phrases]
+    everything = PhraseSet.from_lists(
+        sorted(set(self_phrases) - {p for p in anti_phrases}),
+        [],
+    )
+    rng = random.Random(4)
+    glue_before = ["", " ", "x", "(", '"', "\n", "'", "é", "-"]
+    glue_after = ["", " ", "s", ",", ".", "?", "ism", "-curious", "’", "_", "1"]
+    mixed = []
+    for text in texts[:3000]:
+        for _ in range(rng.randint(1, 3)):
+            phrase = rng.choice(self_phrases)
+            phrase = phrase.replace("'", rng.choice(["'", "’", "‘", "ʼ"]))
+            phrase = "".join(c.upper() if rng.random() < 0.2 else c for c in phrase)
+            at = rng.randint(0, len(text))
+            text = text[:at] + rng.choice(glue_before) + phrase + rng.choice(glue_after) + text[at:]
+        mixed.append(text)
+    all_texts = texts + mixed
+    rows = found_rows(all_texts, everything)
+    reference = python_reference(all_texts, everything)
+    print(f"{len(reference)} occurrences in {len(all_texts)} real texts")
+    assert len(reference) > 1000
+    assert rows == reference
+
+
+# --------------------------------------------------------------------------- rule verifier
+
+# (text, is a sincere self-claim); the first phrase occurrence of each text is verified
+LABELLED = [
+    # plain statements
+    ("I'm Catholic and I go to mass every Sunday.", True),
+    ("As a Catholic, I find this thread interesting.", True),
+    ("Honestly I'm a Roman Catholic, born and raised.", True),
+    ("I teach 7th grade science at a public school.", True),
+    ("Well, I'm Jewish, so Hanukkah is a big deal for us.", True),
+    ("lol I'm Catholic too", True),
+    ("I'm a Baptist from Georgia and we do potlucks.", True),
+    ("For what it's worth I'm not Catholic but I like the architecture.", True),
+    ("I am a Catholic. Ask me anything.", True),
+    ("As a Catholic, what do you think about the new pope?", True),
+    ("I teach, so summers are free for me.", True),
+    ("My wife is Protestant and I'm Catholic, it works fine.", True),
+    ("I'm Catholic - it's complicated.", True),
+    ("Yes. I'm Jewish. Why does that matter?", True),
+    # quotes
+    ('My mom always says "I\'m Catholic" when people ask.', False),
+    ("The sign said 'I'm Catholic' in big letters.", False),
+    ("He wrote “I'm a Roman Catholic and proud” on his profile.", False),
+    ('"I\'m Jewish," she announced at dinner.', False),
+    ("The song goes 'I teach the world to sing' or something.", False),
+    # reported speech
+    ("My friend told me that I'm Catholic because I was baptized.", False),
+    ("Everyone says I'm Jewish because of my last name.", False),
+    ("She was like, I'm a Baptist now, deal with it.", False),
+    ("He claimed I'm Catholic just to win the argument.", False),
+    # questions
+    ("So I'm Catholic?", False),
+    ("Wait, I'm Jewish? Since when?", False),
+    ("Does it matter that I'm Catholic?", False),
+    ("Why would anyone assume I'm a Baptist?", False),
+    ("Am I weird if I teach?", False),
+    # negations
+    ("I don't think I'm Catholic anymore.", False),
+    ("I wouldn't say I'm Catholic really.", False),
+    ("It's not like I'm Jewish or anything.", False),
+    ("I never said I'm a Baptist.", False),
+    ("I can't say I'm Catholic in good conscience.", False),
+    # hypotheticals
+    ("If I'm Catholic, does that mean I can't eat meat?", False),
+    ("Even if I'm Jewish by blood, I don't practice.", False),
+    ("Imagine I'm a Baptist preacher on TV.", False),
+    ("Suppose I teach a class on this, what would you include?", False),
+    ("Let's pretend I'm Catholic for a second.", False),
+    # sarcasm
+    ("Oh yeah, totally, I'm Catholic. /s", False),
+    ("Yeah right, I'm Jewish and I own the banks.", False),
+    ("Sure, I'm a Baptist, just kidding.", False),
+    ("I'm Catholic lol jk", False),
+    ("Obviously I'm Jewish, everyone knows that. /s", False),
+    ("I teach quantum physics to cats /s", False),
+    # harder cases (the rules are expected to miss some of these)
+    ("If you ask me, I'm Catholic through and through.", True),
+    ("I teach, if that matters.", True),
+    ("lol yes I'm Catholic, why?", True),
+    ("I was raised that way but I'm not Catholic anymore.", True),
+    ("I'm not saying I'm Catholic, but the cathedral was stunning.", False),
+    ("When people ask, I say I'm Catholic.", True),  # first-person reported speech
+    ("Nobody believes me when I tell them I'm Jewish.", True),
+    # added after the rules were last changed (not tuned on)
+    ("My dad is Catholic and I'm Catholic too, obviously.", True),
+    ("Not gonna lie, I'm Catholic and I love Lent.", True),
+    ("Me? I'm a Baptist.", True),
+    ("Can confirm, I'm Jewish.", True),
+    ("You think I'm Catholic? Ha.", False),
+    ("I'm Catholic (well, technically).", True),
+]
+
+
+def test_rule_verifier_on_hand_labelled_contexts():
+    assert len(LABELLED) >= 40
+    texts = [t for t, _ in LABELLED]
+    found = find_phrases(posts_frame(texts), CATHOLIC, context_chars=150)
+    first = found.group_by("post_id", maintain_order=True).first()
+    assert first.height == len(LABELLED)  # every text has an occurrence
+    verified = verify_rules(first)
+    expected = [label for _, label in LABELLED]
+    got = verified["verified"].to_list()
+    accuracy = float(np.mean([g == e for g, e in zip(got, expected, strict=True)]))
+    print(f"rule verifier accuracy on {len(LABELLED)} hand-labelled contexts: {accuracy:.3f}")
+    for (text, label), reason, ok in zip(LABELLED, verified["reason"], got, strict=True):
+        if ok != label:
+            print(f"  wrong ({reason}): {text}")
+    assert accuracy >= 0.9
+    # reasons are the documented vocabulary
+    assert set(verified["reason"]) <= {
+        "quoted",
+        "reported_speech",
+        "sarcasm",
+        "hypothetical",
+        "negated",
+        "question",
+        "statement",
+    }
+
+
+def test_rule_verifier_on_no_matches_is_empty():
+    empty = find_phrases(posts_frame(["nothing"]), CATHOLIC)
+    out = verify_rules(empty)
+    assert out.height == 0 and {"reason", "verified"} <= set(out.columns)
+
+
+# --------------------------------------------------------------------------- LLM verifier
+
+
+class OracleVerifier(Backend):
+    """Answers like a careful annotator for the test: YES unless the context looks quoted;
+    an unusable answer for contexts containing 'garble'."""
+
+    def __init__(self, name, spec):
+        self.name = name
+
+    def identity(self):
+        return {"backend": "builtin", "kind": "selfid_test_oracle"}
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            context = r.payload["context"]
+            text = "hmm" if "garble" in context else ("NO" if '"' in context else "Yes.")
+            assert "<<" in r.messages[0]["content"] and "Catholic" in r.messages[0]["content"]
+            out.append(Completion(text, "stop", 10, 1, 0.0))
+        return out
+
+
+register_builtin("selfid_test_oracle")(OracleVerifier)
+
+
+def test_parse_verdict():
+    assert parse_verdict("YES") is True
+    assert parse_verdict("  no, it is quoted") is False
+    assert parse_verdict("Answer: Yes") is True
+    assert parse_verdict("yesterday I ...") is None
+    assert parse_verdict("") is None
+    assert parse_verdict(None) is None
+
+
+def test_llm_verifier_through_the_llm_layer(tmp_path, repo_root):
+    texts = ["I'm Catholic.", 'she says "I\'m Catholic"', "garble I'm Catholic", "As a Catholic"]
+    found = find_phrases(posts_frame(texts), CATHOLIC)
+    registry = {"oracle": {"backend": "builtin", "kind": "selfid_test_oracle"}}
+    model = load_model("oracle", registry, cache_path=tmp_path / "cache.sqlite")
+    template = (repo_root / "resources" / "prompts" / "selfid_verify.txt").read_text()
+    demographic = Demographic("catholic", "Catholic", ("x",), ("I'm Catholic",), ())
+    out, undetected = verify_llm(found, demographic, model, template)
+    assert out["verified"].to_list() == [True, False, False, True]
+    assert out["reason"].to_list() == ["llm_yes", "llm_no", "llm_undetected", "llm_yes"]
+    assert undetected == 1
+    for slot in ("{demographic}", "{phrase}", "{context}"):
+        assert slot in template
+
+
+# --------------------------------------------------------------------------- curves
+
+
+def test_curve_rates_are_occurrences_per_post_and_empty_bins_stay():
+    users = pl.DataFrame(
+        {
+            "author": ["a", "b", "c", "d"],
+            "percentile": [0.0, 0.0, 52.0, 99.0],
+            "n_posts": [10, 30, 5, 40],
+        }
+    )
+    matches = pl.DataFrame(
+        {
+            "author": ["a", "a", "b", "c", "d", "d", "d"],
+            "kind": ["self", "anti", "anti", "self", "self", "self", "anti"],
+            "verified": [True, True, True, False, True, True, True],
+        }
+    )
+    per_user = user_counts(users, matches)
+    assert per_user.sort("author")["n_self"].to_list() == [1, 0, 0, 2]
+    curve = selfid_curve(per_user, bins=20)
+    assert curve.height == 20
+    first = curve.row(0, named=True)
+    # (occurrences / users) / (posts / users)
+    assert first["n_users"] == 2 and first["mean_posts_per_user"] == 20
+    assert first["self_rate"] == pytest.approx((1 / 2) / 20)
+    assert first["anti_rate"] == pytest.approx((2 / 2) / 20)
+    assert curve.row(10, named=True)["self_rate"] == 0  # c: its occurrence is not verified
+    last = curve.row(19, named=True)
+    assert last["self_rate"] == pytest.approx(2 / 40) and last["anti_rate"] == pytest.approx(1 / 40)
+    assert (
+        curve.row(5, named=True)["n_users"] == 0 and curve.row(5, named=True)["self_rate"] is None
+    )
+
+
+def synthetic_curve(rates: list[float], posts: list[int] | None = None) -> pl.DataFrame:
+    bins = len(rates)
+    posts = posts or [1000] * bins
+    return pl.DataFrame(
+        {
+            "bin": list(range(bins)),
+            "n_posts": posts,
+            "percentile_lo": [100 * i / bins for i in range(bins)],
+            "percentile_hi": [100 * (i + 1) / bins for i in range(bins)],
+            "self_rate": rates,
+        }
+    )
+
+
+@pytest.mark.parametrize("change", [50, 75, 80, 90])
+def test_auto_threshold_on_steps_and_ramps(change):
+    rng = np.random.default_rng(change)
+    x = np.arange(20) * 5 + 2.5
+    floor = 0.001 + rng.normal(0, 0.0002, 20)
+    step = np.where(x > change, 0.03, 0.0) + floor
+    ramp = np.where(x > change, 0.002 * (x - change), 0.0) + floor
+    assert auto_threshold(synthetic_curve(step.tolist())) == change
+    assert abs(auto_threshold(synthetic_curve(ramp.tolist())) - change) <= 5
+    # empty bins (tied users) are skipped
+    posts = [0 if 3 <= i < 8 else 1000 for i in range(20)]
+    assert auto_threshold(synthetic_curve(step.tolist(), posts)) == change
+
+
+def test_auto_threshold_needs_enough_bins():
+    assert auto_threshold(synthetic_curve([0.0, 0.1, 0.2], [10, 10, 10])) is None
+
+
+def test_roc_auc_against_pair_counting():
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 6, 80).astype(float)
+    labels = rng.random(80) < 0.4
+    pos, neg = scores[labels], scores[~labels]
+    pairs = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+    assert roc_auc(scores, labels) == pytest.approx(pairs)
+    assert roc_auc(scores, np.zeros(80, bool)) is None
+
+
+def test_compare_formulas_rows():
+    rng = np.random.default_rng(5)
+    n = 400
+    g = rng.random(n) * 10
+    per_user = pl.DataFrame(
+        {
+            "author": [f"u{i}" for i in range(n)],
+            "n_posts": rng.integers(1, 50, n),
+            "g_sum_log": g,
+            "g_breadth_x_volume": -g,  # the reverse order: separates the wrong way
+            "g_entropy": rng.random(n),
+            "n_self": np.where(g > 8, rng.integers(0, 3, n), 0),
+            "n_anti": np.where(g <= 7, rng.integers(0, 2, n), 0),
+        }
+    )
+    table = compare_formulas(per_user, 75.0, 20, "demo")
+    rows = {r["formula"]: r for r in table.iter_rows(named=True)}
+    assert rows["sum_log"]["auc_self_vs_anti"] == 1.0
+    assert rows["breadth_x_volume"]["auc_self_vs_anti"] == 0.0
+    assert 0.3 < rows["entropy"]["auc_self_vs_anti"] < 0.7
+    assert rows["sum_log"]["anti_rate_above_per_1k"] == 0.0
+    assert rows["sum_log"]["self_id_users_above_share"] == 1.0
+    assert rows["breadth_x_volume"]["self_rate_above_per_1k"] == 0.0
+    above = per_user.filter(pl.col("g_sum_log").rank("min") - 1 >= 0.75 * n)
+    assert rows["sum_log"]["users_above"] == above.height
+    assert rows["sum_log"]["self_rate_above_per_1k"] == pytest.approx(
+        1000 * above["n_self"].sum() / above["n_posts"].sum()
+    )
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _search_cli(tmp_path: Path, demo_file: Path, verifier_args: list[str]) -> int:
+    from splits.cli import main
+
+    out = tmp_path / "out"
+    return main(
+        [
+            "selfid",
+            "search",
+            "--users",
+            str(tmp_path / "users.parquet"),
+            "--posts",
+            str(tmp_path / "posts.parquet"),
+            "--demographics",
+            str(demo_file),
+            "--demographic",
+            "catholic",
+            *verifier_args,
+            "--out-matches",
+            str(out / "m.parquet"),
+            "--out-curve",
+            str(out / "c.parquet"),
+            "--out-threshold",
+            str(out / "t.json"),
+            "--out-comparison",
+            str(out / "cmp.parquet"),
+            "--out-plot",
+            str(out / "plot.png"),
+        ]
+    )
+
+
+def test_search_and_summary_cli(tmp_path):
+    from splits.cli import main
+
+    rng = np.random.default_rng(0)
+    n = 200
+    g = np.sort(rng.random(n) * 5)
+    authors = [f"u{i:03d}" for i in range(n)]
+    users = pl.DataFrame(
+        {
+            "author": authors,
+            "demographic": "catholic",
+            "groupness": g,
+            "percentile": np.arange(n) * 100.0 / n,
+            "n_posts": [10] * n,
+            "n_seed_posts": [1] * n,
+            "n_seed_subreddits": [1] * n,
+            "g_sum_log": g,
+            "g_breadth_x_volume": g,
+            "g_entropy": g,
+        }
+    )
+    users.write_parquet(tmp_path / "users.parquet")
+    texts, post_authors = [], []
+    for i, a in enumerate(authors):
+        for j in range(10):
+            member = i >= 150
+            say = (j == 0) and (member or i % 10 == 0)
+            texts.append(
+                ("Well I'm Catholic. " if member else "Honestly I'm Jewish. ") if say else "chat"
+            )
+            post_authors.append(a)
+    pl.DataFrame(
+        {"post_id": [f"p{i:05d}" for i in range(len(texts))], "author": post_authors, "text": texts}
+    ).write_parquet(tmp_path / "posts.parquet")
+    demo_file = tmp_path / "demo.json"
+    demo_file.write_text(
+        json.dumps(
+            {
+                "catholic": {
+                    "seed_set": ["Catholicism"],
+                    "self_id_phrases": ["I'm Catholic"],
+                    "anti_self_id_phrases": ["I'm Jewish"],
+                }
+            }
+        )
+    )
+    assert _search_cli(tmp_path, demo_file, []) == 0
+    threshold = json.loads((tmp_path / "out" / "t.json").read_text())
+    assert threshold["threshold"] == 75.0 and threshold["source"] == "auto"
+    assert threshold["verified_self"] == 50 and threshold["verified_anti"] == 15
+    assert (tmp_path / "out" / "plot.png").read_bytes()[:4] == b"\x89PNG"
+    first = (tmp_path / "out" / "m.parquet").read_bytes()
+    assert _search_cli(tmp_path, demo_file, []) == 0
+    assert (tmp_path / "out" / "m.parquet").read_bytes() == first
+    # the llm verifier without a model is a config error (exit code 2)
+    assert _search_cli(tmp_path, demo_file, ["--verifier", "llm"]) == 2
+    summary = tmp_path / "summary"
+    assert (
+        main(
+            [
+                "selfid",
+                "summary",
+                "--thresholds",
+                str(tmp_path / "out" / "t.json"),
+                "--comparisons",
+                str(tmp_path / "out" / "cmp.parquet"),
+                "--out-thresholds",
+                str(summary / "thresholds.json"),
+                "--out-csv",
+                str(summary / "cmp.csv"),
+                "--out-md",
+                str(summary / "cmp.md"),
+            ]
+        )
+        == 0
+    )
+    assert json.loads((summary / "thresholds.json").read_text()) == {"catholic": 75.0}
+    with open(summary / "cmp.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["formula"] for r in rows] == ["breadth_x_volume", "entropy", "sum_log"]
+    md = (summary / "cmp.md").read_text()
+    assert "| demographic | formula |" in md and md.count("| catholic |") == 3
