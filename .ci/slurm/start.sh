@@ -10,7 +10,8 @@
 # alone), slurm.conf, spool and state folders, logs and the pid files `munged.pid`,
 # `slurmctld.pid`, `slurmd.pid`. The one file outside DIR is the link /etc/slurm/slurm.conf ->
 # DIR/slurm.conf (jobs' srun reads only the default path); it is made only where that path is
-# free (exit 3 otherwise) and stop.sh removes it. Accounting is off (no slurmdbd), so job status comes from squeue;
+# free (exit 3 otherwise: the host's own Slurm, or another running cluster of this script) and
+# stop.sh removes it. Accounting is off (no slurmdbd), so job status comes from squeue;
 # MinJobAge=3600 keeps finished jobs visible to squeue for an hour.
 # Ports: SPLITS_SLURMCTLD_PORT (default 6817) and SPLITS_SLURMD_PORT (default 6818).
 set -euo pipefail
@@ -24,6 +25,31 @@ for tool in munged slurmctld slurmd sinfo scontrol; do
   command -v "$tool" >/dev/null || { echo "start.sh: '$tool' not found (apt-get install -y slurm-wlm munge)" >&2; exit 2; }
 done
 [ "$(id -u)" = "0" ] || { echo "start.sh: must run as root (slurmd runs jobs as their owner)" >&2; exit 2; }
+
+# Jobs of snakemake-executor-plugin-slurm run `srun` with SLURM_* variables removed, so the
+# client commands inside a job find the configuration only at its default path. Link it there
+# when that path is free (stop.sh removes the link); never replace a host's own slurm.conf.
+etc_conf=/etc/slurm/slurm.conf
+mkdir -p "$(dirname "$etc_conf")"
+if [ -L "$etc_conf" ] && [ -f "$(dirname "$(readlink "$etc_conf")")/.splits-ci" ]; then
+  other="$(dirname "$(readlink "$etc_conf")")"
+  other_pid="$(cat "$other/slurmctld.pid" 2>/dev/null || true)"
+  if [ -n "$other_pid" ] && [ "$(cat "/proc/$other_pid/comm" 2>/dev/null)" = "slurmctld" ]; then
+    echo "start.sh: another cluster of this script is running (state in $other)" >&2
+    exit 3
+  fi
+  rm -f "$etc_conf" # a stale link left by an earlier run of this script
+fi
+if [ -L "$etc_conf" ] && [ ! -e "$etc_conf" ] && [ ! -d "$(dirname "$(readlink "$etc_conf")")" ]; then
+  rm -f "$etc_conf" # a dangling link into a folder that no longer exists (a crashed earlier run)
+fi
+if [ -e "$etc_conf" ] || [ -L "$etc_conf" ]; then
+  echo "start.sh: $etc_conf exists and is not ours; refusing to replace this host's Slurm configuration" >&2
+  exit 3
+fi
+touch "$dir/.splits-ci"
+ln -s "$dir/slurm.conf" "$etc_conf"
+echo "$etc_conf" >"$dir/etc_link"
 
 host="$(hostname -s)"
 ctld_port="${SPLITS_SLURMCTLD_PORT:-6817}"
@@ -90,21 +116,6 @@ CONF
 
 export SLURM_CONF="$dir/slurm.conf"
 
-# Jobs of snakemake-executor-plugin-slurm run `srun` with SLURM_* variables removed, so the
-# client commands inside a job find the configuration only at its default path. Link it there
-# when that path is free (stop.sh removes the link); never replace a host's own slurm.conf.
-etc_conf=/etc/slurm/slurm.conf
-mkdir -p "$(dirname "$etc_conf")"
-if [ -L "$etc_conf" ] && [ -f "$(dirname "$(readlink "$etc_conf")")/.splits-ci" ]; then
-  rm -f "$etc_conf" # a link left by an earlier run of this script
-fi
-if [ -e "$etc_conf" ] || [ -L "$etc_conf" ]; then
-  echo "start.sh: $etc_conf exists and is not ours; refusing to replace this host's Slurm configuration" >&2
-  exit 3
-fi
-touch "$dir/.splits-ci"
-ln -s "$dir/slurm.conf" "$etc_conf"
-echo "$etc_conf" >"$dir/etc_link"
 
 # --- daemons -----------------------------------------------------------------------------------
 # -i: ignore state left by an earlier run in DIR; both daemonize and write their pid files.

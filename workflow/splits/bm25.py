@@ -224,30 +224,41 @@ class BM25Index:
 
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """Dense scores of every document, equal to ``BM25Okapi.get_scores(query)``."""
-        scores, _ = self._accumulate(self.term_ids(query))
+        scores = np.zeros(self.n_docs)
+        docs, doc_scores = self.score_matching(self.term_ids(query))
+        scores[docs] = doc_scores
         return scores
 
-    def _accumulate(self, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores = np.zeros(self.n_docs)
-        touched = np.zeros(self.n_docs, dtype=bool)
-        indptr, indices, data = self.weights.indptr, self.weights.indices, self.weights.data
-        for t in term_ids:
-            start, end = indptr[t], indptr[t + 1]
-            rows = indices[start:end]
-            scores[rows] += self.idf[t] * data[start:end]
-            touched[rows] = True
-        return scores, touched
+    def score_matching(self, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(doc ids ascending, scores) of the documents holding at least one of the terms.
+
+        The posting lists of the query's terms are gathered in query order and summed per
+        document with ``np.bincount``, which adds in input order: each document's score is
+        ((0 + term1) + term2) + ..., the same float operations as rank_bm25's loop over the
+        query (documents without a term add exactly 0 there)."""
+        indptr = self.weights.indptr
+        starts = indptr[term_ids]
+        lengths = indptr[term_ids + 1] - starts
+        total = int(lengths.sum())
+        if total == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        positions = np.arange(total, dtype=np.int64) + offsets
+        rows = self.weights.indices[positions]
+        contributions = np.repeat(self.idf[term_ids], lengths) * self.weights.data[positions]
+        docs, inverse = np.unique(rows, return_inverse=True)
+        return docs.astype(np.int64), np.bincount(inverse, weights=contributions, minlength=len(docs))
 
     def search(
         self, query: Sequence[str], k: int, doc_mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` documents containing at least one query token (restricted to ``doc_mask``),
         as (doc ids, scores) ordered by score descending, then doc id ascending."""
-        scores, touched = self._accumulate(self.term_ids(query))
+        docs, scores = self.score_matching(self.term_ids(query))
         if doc_mask is not None:
-            touched &= doc_mask
-        candidates = np.flatnonzero(touched)
-        return top_k(candidates, scores[candidates], k)
+            keep = doc_mask[docs]
+            docs, scores = docs[keep], scores[keep]
+        return top_k(docs, scores, k)
 
     def max_score(self, query: Sequence[str]) -> float:
         """The supremum of a document's score for ``query``: (k1 + 1) * sum of its tokens' idf."""
@@ -330,11 +341,11 @@ def _search_rows(
     for topic in topics:
         query = query_tokens(topic.keywords)
         ids = index.term_ids(query)
-        scores, touched = index._accumulate(ids)
+        matching, scores = index.score_matching(ids)
         max_score = index.max_score(query)
         for key, mask in masks.items():
-            candidates = np.flatnonzero(touched if mask is None else touched & mask)
-            docs, doc_scores = top_k(candidates, scores[candidates], top_k_posts)
+            keep = slice(None) if mask is None else mask[matching]
+            docs, doc_scores = top_k(matching[keep], scores[keep], top_k_posts)
             rows.append(
                 pl.DataFrame(
                     {

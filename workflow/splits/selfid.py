@@ -644,14 +644,15 @@ COMPARISON_SCHEMA = {
 def plot_curve(
     curve: pl.DataFrame, threshold: float, display_name: str, source: str, path: str | Path
 ) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # the object API with the Agg canvas: no pyplot state, no GUI backend, faster import
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     data = curve.filter(pl.col("n_posts") > 0)  # empty bins (tied users) are not drawn
     x = ((data["percentile_lo"] + data["percentile_hi"]) / 2).to_numpy()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    fig = Figure(figsize=(6.4, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     for column, label, style in (
         ("self_rate", "self-ID", "o-"),
         ("anti_rate", "anti-self-ID", "s--"),
@@ -668,8 +669,7 @@ def plot_curve(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, metadata={"Software": None})
-    plt.close(fig)
+    fig.savefig(tmp, format="png", metadata={"Software": None})
     tmp.replace(path)
 
 
