@@ -3,6 +3,7 @@ from SPEC 2.9's rules; template parsing (f-string files, plain slots) and the bu
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 from splits.classify import (
     CM_SLOTS,
@@ -17,6 +18,7 @@ from splits.classify import (
 )
 from splits.config import ConfigError
 from splits.llm.base import Request
+from splits.theory import normalise_quadruplets
 
 LONG = "x" * 1990 + "\nline two of a very long post " + "y" * 100
 SAMPLE_A = ['I said "hello"\nto the class', "tabs\tand\nnew\nlines", LONG]
@@ -173,3 +175,43 @@ def test_lexical_cm_without_theory_is_a_deterministic_fair_coin():
         assert first == lexical_decision(payload)
         letters.append(first[0])
     assert 160 < letters.count("A") < 240
+
+
+@pytest.mark.parametrize("switched", [False, True])
+def test_release_layout_renders_like_the_public_evaluator(paper_template_path, switched):
+    """In the public release (v4) sample_A already is Post Set 1 (B's posts when switched) and
+    its evaluator shows sample_A first; after the subsample's by_post_set conversion, SPEC 2.9's
+    rendering gives the evaluator's prompt."""
+    release = pl.DataFrame(
+        {
+            "description": ["Basketball"],
+            "demographic_A": ["catholic"],
+            "demographic_B": ["teacher"],
+            "example_posts": [["e1", "e2"]],
+            "sample_A": [SAMPLE_A],
+            "sample_B": [SAMPLE_B],
+            "switched": [switched],
+        }
+    )
+    rows, counts = normalise_quadruplets(release, {"Basketball": "Sports"}, "release", "auto")
+    assert counts["layout"] == "by_post_set"
+    row = rows.row(0, named=True)
+    template = load_template(paper_template_path, CM_SLOTS, CM_SLOTS)
+    values = cm_slot_values(
+        "catholic", "teacher", row["sample_A"], row["sample_B"], row["switched"], THEORY
+    )
+    evaluator = independent_rendering(
+        paper_template_path.read_text(encoding="utf-8"),
+        "catholic",
+        "teacher",
+        SAMPLE_A,
+        SAMPLE_B,
+        False,  # the evaluator never swaps
+        THEORY,
+    )
+    assert template.render(values) == evaluator
+    pipeline, counts = normalise_quadruplets(
+        release.with_columns(pl.lit([["A", "B"]]).alias("example_labels")), {}, "pipeline", "auto"
+    )
+    assert counts["layout"] == "by_group"
+    assert pipeline["sample_A"].to_list() == [SAMPLE_A]

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from splits import graph
 from splits.config import ConfigError
 from splits.io import write_parquet
@@ -163,13 +165,6 @@ def test_tie_break_by_name():
         assert got == ["b", "m"], measure
 
 
-def test_top_k_row_keeps_exact_ties_at_cut():
-    keys = np.array([0.5, 0.25, 0.25, 0.25, 0.75, 0.1])
-    cols = np.array([9, 8, 3, 5, 1, 0])
-    pos = graph.top_k_row(keys, cols, 3)
-    assert cols[pos].tolist() == [1, 9, 3]
-
-
 def test_bad_parameters_and_input(tmp_path):
     posts = pl.DataFrame({"subreddit": ["a"], "author": ["u"]})
     with pytest.raises(ConfigError, match="graph.k"):
@@ -244,3 +239,48 @@ def test_kernel_and_public_product_agree(corpus, monkeypatch):
     slow = graph.compute_graph(corpus.lazy(), 200, 2, 7, 1, 256).neighbours
     assert fast.height > 1000
     assert fast.equals(slow)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    memberships=st.lists(
+        st.tuples(st.integers(0, 11), st.integers(0, 25)), min_size=1, max_size=120
+    ),
+    k=st.integers(1, 6),
+    top_n=st.integers(1, 12),
+    min_posts=st.integers(0, 4),
+    tiny_blocks=st.booleans(),
+)
+def test_small_random_graphs_equal_brute_force(memberships, k, top_n, min_posts, tiny_blocks):
+    posts = pl.DataFrame(
+        {
+            "subreddit": [f"s{s}" for s, _ in memberships],
+            "author": [f"u{u}" for _, u in memberships],
+        }
+    )
+    _, _, _, kept, expected = brute_force(posts, top_n, min_posts, k)
+    res = graph.compute_graph(posts.lazy(), top_n, min_posts, k, 2, 0.0005 if tiny_blocks else 64)
+    assert sorted(res.subreddits.filter("kept")["subreddit"]) == sorted(kept)
+    got = {}
+    for row in res.neighbours.iter_rows(named=True):
+        got.setdefault((row["subreddit"], row["measure"]), []).append(
+            (row["neighbour"], row["overlap"], row["value"])
+        )
+    want = {key: rows for key, rows in expected.items() if rows}
+    assert set(got) == set(want)
+    for key, rows in want.items():
+        assert [(b, o) for b, o, _ in got[key]] == [(b, o) for b, o, _ in rows], key
+        assert [v for _, _, v in got[key]] == pytest.approx([v for _, _, v in rows], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "section,key",
+    [({"k": "x"}, "graph.k"), ({"block_mb": 0}, "graph.block_mb"), ({"topn": 5}, "graph.topn")],
+)
+def test_graph_config_errors_name_the_key(section, key):
+    from splits.config import validate_config
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate_config({"graph": section})
+    filled = validate_config({"graph": {}})["graph"]
+    assert filled == {"top_n": 50000, "min_posts": 20, "k": 20, "block_mb": 256, "threads": 2}

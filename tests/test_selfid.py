@@ -19,6 +19,7 @@ from splits.selfid import (
     compare_formulas,
     find_phrases,
     parse_verdict,
+    resolve_threshold,
     roc_auc,
     selfid_curve,
     user_counts,
@@ -300,6 +301,29 @@ def test_llm_verifier_through_the_llm_layer(tmp_path, repo_root):
         assert slot in template
 
 
+def test_llm_verifier_with_a_tiny_transformers_model(tmp_path, repo_root):
+    """A real (random-weight) causal LM through the transformers backend: its answers are
+    noise, so what is checked is the plumbing: one answer per match, undetected counted."""
+    pytest.importorskip("transformers")
+    from splits.llm.tiny import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "tiny")
+    registry = {"tiny": {"backend": "transformers", "model": str(path), "device": "cpu"}}
+    model = load_model("tiny", registry, cache_path=tmp_path / "cache.sqlite")
+    template = (repo_root / "resources" / "prompts" / "selfid_verify.txt").read_text()
+    demographic = Demographic("catholic", "Catholic", ("x",), ("I'm Catholic",), ())
+    found = find_phrases(posts_frame(["I'm Catholic.", "so I'm Jewish?"]), CATHOLIC)
+    try:
+        out, undetected = verify_llm(found, demographic, model, template)
+    finally:
+        model.close()
+    assert out.height == 2
+    reasons = out["reason"].to_list()
+    assert set(reasons) <= {"llm_yes", "llm_no", "llm_undetected"}
+    assert undetected == reasons.count("llm_undetected")
+    assert out["verified"].to_list() == [r == "llm_yes" for r in reasons]
+
+
 # --------------------------------------------------------------------------- curves
 
 
@@ -363,8 +387,25 @@ def test_auto_threshold_on_steps_and_ramps(change):
     assert auto_threshold(synthetic_curve(step.tolist(), posts)) == change
 
 
-def test_auto_threshold_needs_enough_bins():
+def test_auto_threshold_needs_enough_bins_and_falls_back():
     assert auto_threshold(synthetic_curve([0.0, 0.1, 0.2], [10, 10, 10])) is None
+    auto = Demographic("d", "D", ("x",), ("a",), (), threshold="auto")
+    fixed = Demographic("d", "D", ("x",), ("a",), (), threshold=90)
+    flat = synthetic_curve([0.0] * 20).with_columns(pl.lit(0).alias("self_occurrences"))
+    assert resolve_threshold(auto, flat) == {
+        "threshold": 75.0,
+        "source": "auto_fallback",
+        "auto_threshold": None,
+    }
+    step = synthetic_curve([0.0] * 16 + [0.05] * 4).with_columns(
+        pl.lit(3).alias("self_occurrences")
+    )
+    assert resolve_threshold(auto, step)["threshold"] == 80.0
+    assert resolve_threshold(fixed, step) == {
+        "threshold": 90.0,
+        "source": "fixed",
+        "auto_threshold": 80.0,
+    }
 
 
 def test_roc_auc_against_pair_counting():
@@ -497,6 +538,26 @@ def test_search_and_summary_cli(tmp_path):
     assert (tmp_path / "out" / "m.parquet").read_bytes() == first
     # the llm verifier without a model is a config error (exit code 2)
     assert _search_cli(tmp_path, demo_file, ["--verifier", "llm"]) == 2
+    # ... and with a registry model it runs through the LLM layer and its cache
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("{demographic} {phrase} {context}")
+    llm_args = [
+        "--verifier",
+        "llm",
+        "--verifier-model",
+        "oracle",
+        "--models-json",
+        json.dumps({"oracle": {"backend": "builtin", "kind": "selfid_test_oracle"}}),
+        "--prompt",
+        str(prompt),
+        "--llm-cache",
+        str(tmp_path / "cache.sqlite"),
+    ]
+    assert _search_cli(tmp_path, demo_file, llm_args) == 0
+    by_llm = json.loads((tmp_path / "out" / "t.json").read_text())
+    assert by_llm["verifier"] == "llm" and by_llm["undetected"] == 0
+    assert by_llm["verified_self"] == 50 and by_llm["verified_anti"] == 15
+    assert (tmp_path / "cache.sqlite").exists()
     summary = tmp_path / "summary"
     assert (
         main(

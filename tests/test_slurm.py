@@ -12,6 +12,7 @@ cluster of start.sh), which the test leaves alone.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -238,3 +239,45 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
         if left.schema != right.schema or not left.equals(right):
             different.append(rel)
     assert not different, f"Slurm and local outputs differ: {different}"
+
+
+def test_profile_resources_from_environment(tmp_path):
+    """The profile's account and partitions come from SPLITS_SLURM_* variables; LLM-stage jobs go
+    to the GPU partition with the long runtime; memory grows with the attempt (dry run: no
+    cluster needed, only the executor plugin)."""
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason="pip install '.[slurm]'")
+    workdir = copy_repo(tmp_path / "repo")
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": "0",
+        "SPLITS_SLURM_ACCOUNT": "my-lab",
+        "SPLITS_SLURM_PARTITION": "cpu",
+        "SPLITS_SLURM_GPU_PARTITION": "gpu",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/slurm"]
+        + ["--slurm-status-command", "squeue", "--dry-run", "--forceall"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = re.findall(
+        r"^(?:local)?rule (\w+):\n(?:.*\n)*?\s+resources: (.*)$", proc.stdout, flags=re.MULTILINE
+    )
+    assert len(jobs) > 20, proc.stdout[-2000:]
+    llm_rules = {"evaluation_theorize", "evaluation_classify", "generate_topics"}
+    seen = set()
+    for rule, resources in jobs:
+        if rule == "all":
+            continue
+        values = dict(item.split("=", 1) for item in resources.split(", "))
+        seen.add(rule)
+        assert values["slurm_account"] == "my-lab", (rule, values)
+        expected = "gpu" if rule in llm_rules else "cpu"
+        assert values["slurm_partition"] == expected, (rule, values)
+        if rule in llm_rules:
+            assert int(values["runtime"]) >= 720
+    assert {"synth", "graph", "topic_splits", "evaluation_theorize"} <= seen

@@ -19,7 +19,7 @@ rule groupness:
         "benchmarks/groupness/{demographic}.tsv"
     conda:
         "../../envs/demographics.yaml"
-    threads: 1
+    threads: config["demographics"]["threads"]
     resources:
         mem_mb=4096,
     params:
@@ -27,7 +27,7 @@ rule groupness:
         top_user_fraction=config["demographics"]["top_user_fraction"],
         bots=lambda wildcards, input: (f"--bots {input.bots}" if input.bots else ""),
     shell:
-        "splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {input.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {input.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} > {log} 2>&1"
 
 
 rule selfid:
@@ -54,7 +54,7 @@ rule selfid:
         "benchmarks/selfid/{demographic}.tsv"
     conda:
         "../../envs/demographics.yaml"
-    threads: 1
+    threads: config["demographics"]["threads"]
     resources:
         mem_mb=4096,
     params:
@@ -64,7 +64,7 @@ rule selfid:
         bins=config["demographics"]["bins"],
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
-        "splits selfid search --users {input.users} --posts {input.posts} --demographics {input.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {input.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
 
 
 rule selfid_summary:

@@ -26,8 +26,9 @@ rule evaluation_subsample:
         mem_mb=4096,
     params:
         seed=SEED,
+        layout=config["evaluation"]["dataset_layout"],
     shell:
-        "splits theorize subsample --dataset {input.dataset} --rows {wildcards.rows} --seed {params.seed} --topics {input.topics} --out {output.rows} --report {output.report} > {log} 2>&1"
+        "splits theorize subsample --dataset {input.dataset} --rows {wildcards.rows} --seed {params.seed} --layout {params.layout} --topics {input.topics} --out {output.rows} --report {output.report} > {log} 2>&1"
 
 
 rule evaluation_theorize:

@@ -64,6 +64,6 @@ rule export_dataset:
         k=config["sampling"]["k"],
         salt_env=config["export"]["salt_env"],
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
-        out_dir=f"{RESULTS}/dataset/export",
+        out_dir=lambda wildcards, output: str(Path(output.card).parent),
     shell:
         "splits export --quadruplets {input.quadruplets} --topic-posts {input.topic_posts} --k {params.k} --salt-env {params.salt_env} --out-dir {params.out_dir} > {log} 2>&1"

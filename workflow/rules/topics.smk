@@ -55,5 +55,6 @@ rule generate_topics:
         n_keywords=config["topics"]["generate"]["n_keywords"],
         max_tokens=config["topics"]["generate"]["max_tokens"],
         seed=SEED,
+        cache=f"{RESULTS}/topics/generate_topics_cache.sqlite",
     shell:
-        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories} --n-categories {params.n_categories} --n-topics {params.n_topics} --n-keywords {params.n_keywords} --max-tokens {params.max_tokens} --seed {params.seed} --prompt-categories {input.categories} --prompt-topics {input.topics} --prompt-keywords {input.keywords} --cache {RESULTS}/topics/generate_topics_cache.sqlite --out {output} > {log} 2>&1"
+        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories} --n-categories {params.n_categories} --n-topics {params.n_topics} --n-keywords {params.n_keywords} --max-tokens {params.max_tokens} --seed {params.seed} --prompt-categories {input.categories} --prompt-topics {input.topics} --prompt-keywords {input.keywords} --cache {params.cache} --out {output} > {log} 2>&1"

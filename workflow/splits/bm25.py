@@ -4,9 +4,10 @@ Tokenisation (shared by documents and queries): the text is lowercased, cut into
 Unicode letters and numbers (general categories L* and N*; Python regex ``[^\\W_]+``, polars
 ``[\\p{L}\\p{N}]+``, which agree except on code points assigned after Unicode 15; punctuation,
 underscores, apostrophes, emoji joiners split words, so "don't" gives "don", "t"), and English stop
-words (``ENGLISH_STOP_WORDS``, shipped here) are removed. A topic's query is the concatenation of the tokens of all its keyword phrases, in
-order and with repetition ("basketball", "college basketball" -> basketball, college, basketball),
-exactly what ``rank_bm25`` would score for that token list.
+words (``ENGLISH_STOP_WORDS``, shipped here) are removed. A topic's query is the concatenation of
+the tokens of all its keyword phrases, in order and with repetition ("basketball", "college
+basketball" -> basketball, college, basketball), exactly what ``rank_bm25`` would score for that
+token list.
 
 Scoring is ``rank_bm25.BM25Okapi``'s definition, reproduced operation by operation so that scores
 are bit-identical to it: idf(t) = log(N - df + 0.5) - log(df + 0.5); terms with a negative idf get
@@ -177,18 +178,19 @@ class BM25Index:
             raise ValueError("cannot build a BM25 index over zero documents")
         vocab = frame.get_column("tok").unique(maintain_order=True)  # first-appearance order
         vocab_frame = pl.DataFrame({"tok": vocab}).with_row_index("term")
-        doc_len = np.zeros(n_docs, dtype=np.int64)
-        lengths = frame.group_by("doc").len()
-        doc_len[lengths.get_column("doc").to_numpy()] = lengths.get_column("len").to_numpy()
-        postings = (
-            frame.join(vocab_frame, on="tok", how="left")
-            .group_by("term", "doc")
-            .len()
-            .sort("term", "doc")
+        doc_of_token = frame.get_column("doc").to_numpy().astype(np.int64)
+        doc_len = np.bincount(doc_of_token, minlength=n_docs).astype(np.int64)
+        term_of_token = (
+            frame.select("tok")
+            .join(vocab_frame, on="tok", how="left", maintain_order="left")
+            .get_column("term")
+            .to_numpy()
+            .astype(np.int64)
         )
-        term = postings.get_column("term").to_numpy().astype(np.int64)
-        doc = postings.get_column("doc").to_numpy().astype(np.int64)
-        tf = postings.get_column("len").to_numpy().astype(np.float64)
+        # postings sorted by (term, doc) with their term frequencies, in one integer sort
+        keys, counts = np.unique(term_of_token * n_docs + doc_of_token, return_counts=True)
+        term, doc = np.divmod(keys, n_docs)
+        tf = counts.astype(np.float64)
         n_terms = len(vocab)
         avgdl = int(doc_len.sum()) / n_docs
         # the same float operations, in the same order, as rank_bm25's get_scores
@@ -247,7 +249,9 @@ class BM25Index:
         rows = self.weights.indices[positions]
         contributions = np.repeat(self.idf[term_ids], lengths) * self.weights.data[positions]
         docs, inverse = np.unique(rows, return_inverse=True)
-        return docs.astype(np.int64), np.bincount(inverse, weights=contributions, minlength=len(docs))
+        return docs.astype(np.int64), np.bincount(
+            inverse, weights=contributions, minlength=len(docs)
+        )
 
     def search(
         self, query: Sequence[str], k: int, doc_mask: np.ndarray | None = None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import json
 import logging
@@ -291,6 +292,7 @@ def tokens(text: str) -> list[str]:
 _PUNCTUATION = re.compile(r"[,.;:!?()\[\]\"\n]+")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _is_content(token: str) -> bool:
     return token not in STOPWORDS and len(token) > 1 and not token.isdigit()
 
@@ -377,13 +379,18 @@ def lexical_decision(payload: Mapping[str, Any]) -> tuple[str, str]:
     shared = vocab["A"] & vocab["B"]
     vocab = {g: v - shared for g, v in vocab.items()}
 
-    def score(posts: Sequence[str], group: str) -> int:
+    with_bigrams = any(" " in t for v in vocab.values() for t in v)
+
+    def scores(posts: Sequence[str]) -> tuple[int, int]:
         # a phrase of the theory found in a post counts for each of its words
-        return sum(len(t.split()) for p in posts for t in content_terms(p) if t in vocab[group])
+        terms = Counter(t for p in posts for t in content_terms(p, with_bigrams))
+        return tuple(
+            sum(n * len(t.split()) for t, n in terms.items() if t in vocab[g]) for g in "AB"
+        )
 
     set1 = list(payload.get("post_set1") or [])
     set2 = list(payload.get("post_set2") or [])
-    s1a, s1b, s2a, s2b = score(set1, "A"), score(set1, "B"), score(set2, "A"), score(set2, "B")
+    (s1a, s1b), (s2a, s2b) = scores(set1), scores(set2)
     margin = (s1a - s1b) - (s2a - s2b)
     if margin > 0:
         letter, why = "A", "Post Set 1 shares more words with A's statements"

@@ -6,7 +6,11 @@ kept subreddit its exact top-K neighbours under Jaccard and cosine similarity of
 
 The overlaps come from a sparse product of the users x subreddits 0/1 incidence matrix with
 itself, computed in blocks of subreddit rows (``At[block] @ A``) so that memory stays bounded
-whatever the number of subreddits; each block's rows are reduced to their top K at once.
+whatever the number of subreddits: the block height is chosen so that even a fully dense block
+fits in ``block_mb``. Each block is expanded to a dense rows x subreddits overlap array (among
+popular subreddits most pairs share some user) and reduced to its rows' top K at once with
+vectorised numpy (partition, then an exact sort of the few candidates), no Python loop over rows.
+Blocks run in a thread pool (scipy's product kernel and numpy release the GIL).
 
 Ordering is exact and deterministic: candidates are ranked by value (descending), ties by
 neighbour name (ascending). Ranking keys are single correctly rounded divisions of exact
@@ -216,20 +220,6 @@ class BlockNeighbours:
     neighbour: dict[str, np.ndarray]
     overlap: dict[str, np.ndarray]
     value: dict[str, np.ndarray]
-
-
-def top_k_row(keys: np.ndarray, cols: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the top-k entries of one row: key descending, ties by column ascending
-    (every entry tied with the k-th value is considered before the cut)."""
-    n = len(keys)
-    if n > k:
-        part = np.argpartition(keys, n - k)[n - k :]
-        kth = keys[part].min()
-        candidates = np.flatnonzero(keys >= kth)
-    else:
-        candidates = np.arange(n)
-    order = np.lexsort((cols[candidates], -keys[candidates]))[:k]
-    return candidates[order]
 
 
 def block_overlaps(incidence: Incidence, start: int, stop: int) -> np.ndarray:

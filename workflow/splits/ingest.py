@@ -39,6 +39,7 @@ import argparse
 import io
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -49,7 +50,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+import numpy as np
 import polars as pl
+from polars.io.plugins import register_io_source
 
 from splits.config import ConfigError
 from splits.io import write_json, write_parquet
@@ -320,16 +323,27 @@ def iter_titles(fh: IO[bytes], chunk_chars: int = 1 << 22) -> Iterator[tuple[str
         yield str(key), title
 
 
-# an entry of conversations.json as ConvoKit (json.dump) writes it: "<id>": {"meta": ...
-_META = re.compile(rb'\{"meta": ')
+# ConvoKit (json.dump, default separators) writes conversations.json as one object whose entries
+# are '"<id>": {"meta": {...}, "vectors": [...]}'. The fast path turns a byte chunk of it into
+# NDJSON with two literal replacements (no per-entry Python): '"<id>": {"meta": ' becomes
+# '"<id>", "v": {"meta": ' and each entry boundary ']}, "' becomes ']}}\n{"id": "'. A chunk
+# that does not have this layout (or a "meta" nested deeper, or an entry end inside meta) gives
+# lines that are not valid JSON, and the caller falls back to decoding entry by entry.
+_ENTRY_END = b']}, "'
 _TITLE_SCHEMA = {"id": pl.String, "v": pl.Struct({"meta": pl.Struct({"title": pl.String})})}
+_TITLE_OUT = {"conversation_id": pl.String, "title": pl.String}
+
+
+def _title_lines(piece: bytes, last: bool) -> bytes:
+    lines = piece.replace(_ENTRY_END, b']}}\n{"id": "').replace(
+        b'": {"meta": ', b'", "v": {"meta": '
+    )
+    return lines if last else lines + b"}"
 
 
 def _fast_titles(fh: IO[bytes], chunk_bytes: int) -> Iterator[pl.DataFrame]:
-    """(conversation_id, title) frames of a conversations.json laid out as ConvoKit writes
-    it: entries are cut at their '"<id>": {"meta": ' starts (a literal search) and parsed in
-    batches by polars. Raises ValueError where the layout differs (the caller falls back to
-    decoding entry by entry)."""
+    """(conversation_id, title) frames of a conversations.json laid out as ConvoKit writes it
+    (see above), one per byte chunk. Raises ValueError where the layout differs."""
     buf = b""
     eof = False
     started = False
@@ -347,86 +361,112 @@ def _fast_titles(fh: IO[bytes], chunk_bytes: int) -> Iterator[pl.DataFrame]:
                 raise ValueError("conversations.json is not a JSON object")
             if head[1:].strip() == b"}":
                 return
-            buf = head
+            if not eof and len(head) < 2:
+                continue
+            buf = b'{"id": ' + head[1:].lstrip()
             started = True
-        starts = []  # (key start, value start)
-        for m in _META.finditer(buf):
-            p = m.start()
-            if buf[p - 3 : p] != b'": ':
-                continue  # "meta" nested deeper: not an entry start
-            q = buf.rfind(b'"', 0, p - 3)
-            if q < 0 or (q > 0 and buf[q - 1 : q] not in (b"{", b" ", b",")):
-                raise ValueError("unexpected conversations.json layout")
-            starts.append((q, p))
-        if not starts:
-            if eof and buf.strip().strip(b"{}").strip():
-                raise ValueError("unexpected conversations.json layout")
-            continue
-        if buf[: starts[0][0]].strip() not in (b"{", b",", b""):
-            raise ValueError("unexpected conversations.json layout")
-        take = starts if eof else starts[:-1]
-        lines = []
-        for n, (q, p) in enumerate(take):
-            end = starts[n + 1][0] if n + 1 < len(starts) else buf.rstrip().rfind(b"}")
-            value = buf[p:end].rstrip()
-            if value.endswith(b","):
-                value = value[:-1]
-            lines.append(b'{"id":' + buf[q : p - 2] + b',"v":' + value + b"}")
-        if not eof:
-            buf = buf[starts[-1][0] :]
-        if lines:
-            try:
-                frame = pl.read_ndjson(io.BytesIO(b"\n".join(lines)), schema=_TITLE_SCHEMA)
-            except Exception as err:  # noqa: BLE001
-                raise ValueError(f"unexpected conversations.json entry ({err})") from err
-            yield frame.select(
-                pl.col("id").alias("conversation_id"),
-                pl.col("v").struct.field("meta").struct.field("title").alias("title"),
-            )
+        if eof:
+            piece, buf = buf.rstrip(), b""
+            if not piece.endswith(b"}"):
+                raise ValueError("conversations.json is cut short")
+        else:
+            cut = buf.rfind(_ENTRY_END)
+            if cut < 0:
+                if len(buf) > 8 * chunk_bytes + (1 << 20):
+                    raise ValueError("unexpected conversations.json layout")
+                continue
+            piece, buf = buf[: cut + 2], b'{"id": ' + buf[cut + 4 :]
+        try:
+            frame = pl.read_ndjson(io.BytesIO(_title_lines(piece, eof)), schema=_TITLE_SCHEMA)
+        except Exception as err:  # noqa: BLE001 - any failure: not ConvoKit's layout
+            raise ValueError(f"unexpected conversations.json layout ({err})") from err
+        yield frame.select(
+            pl.col("id").alias("conversation_id"),
+            pl.col("v").struct.field("meta").struct.field("title").alias("title"),
+        )
+
+
+def read_titles(source: _Source, chunk_bytes: int = 1 << 24) -> pl.DataFrame:
+    """All (conversation_id, title) pairs of a ConvoKit corpus (first entry of an id kept):
+    the fast path above, or entry-by-entry decoding where the layout differs. The file is
+    streamed; what stays in memory is the pairs themselves."""
+    frames: list[pl.DataFrame] = []
+    fh = source.open("conversations.json")
+    if fh is None:
+        return pl.DataFrame(schema=_TITLE_OUT)
+    try:
+        with fh:
+            frames.extend(_fast_titles(fh, chunk_bytes))
+    except ValueError as err:
+        log.info("conversations.json: %s; decoding entry by entry", err)
+        frames.clear()
+        ids: list[str] = []
+        titles: list[str | None] = []
+        with source.open("conversations.json") as fh2:
+            for cid, title in iter_titles(fh2):
+                ids.append(cid)
+                titles.append(title)
+                if len(ids) >= 500_000:
+                    frames.append(
+                        pl.DataFrame({"conversation_id": ids, "title": titles}, schema=_TITLE_OUT)
+                    )
+                    ids, titles = [], []
+        frames.append(pl.DataFrame({"conversation_id": ids, "title": titles}, schema=_TITLE_OUT))
+    if not frames:
+        return pl.DataFrame(schema=_TITLE_OUT)
+    return pl.concat(frames, rechunk=True).unique(
+        "conversation_id", keep="first", maintain_order=True
+    )
 
 
 def write_titles(source: _Source, parts_dir: Path, chunk_bytes: int = 1 << 24) -> list[Path]:
-    """Titles of the corpus's conversations as Arrow IPC parts (bounded memory)."""
-    paths: list[Path] = []
-
-    def emit(frame: pl.DataFrame) -> None:
-        path = parts_dir / f"titles-{len(paths):05d}.arrow"
-        frame.write_ipc(path)
-        paths.append(path)
-
-    fh = source.open("conversations.json")
-    if fh is None:
+    """The titles of :func:`read_titles` as an Arrow IPC file in ``parts_dir``."""
+    titles = read_titles(source, chunk_bytes)
+    if titles.height == 0:
         return []
-    try:
-        with fh:
-            for frame in _fast_titles(fh, chunk_bytes):
-                emit(frame)
-        return paths
-    except ValueError as err:
-        log.info("conversations.json: %s; decoding entry by entry", err)
-        for p in paths:
-            p.unlink()
-        paths.clear()
-    batch_ids: list[str] = []
-    batch_titles: list[str | None] = []
-    with source.open("conversations.json") as fh:
-        for cid, title in iter_titles(fh):
-            batch_ids.append(cid)
-            batch_titles.append(title)
-            if len(batch_ids) >= 500_000:
-                emit(
-                    pl.DataFrame(
-                        {"conversation_id": batch_ids, "title": batch_titles}, schema=_TITLE_OUT
-                    )
-                )
-                batch_ids.clear()
-                batch_titles.clear()
-    if batch_ids:
-        emit(pl.DataFrame({"conversation_id": batch_ids, "title": batch_titles}, schema=_TITLE_OUT))
-    return paths
+    path = parts_dir / "titles-00000.arrow"
+    titles.write_ipc(path)
+    return [path]
 
 
-_TITLE_OUT = {"conversation_id": pl.String, "title": pl.String}
+class TitleIndex:
+    """Titles looked up by conversation id without a join per chunk: the 64-bit hashes of the
+    ids, sorted, are binary-searched (numpy) and every hit is confirmed on the id itself."""
+
+    def __init__(self, titles: pl.DataFrame):
+        titles = titles.filter(pl.col("title").is_not_null())
+        hashes = titles["conversation_id"].hash(seed=_HASH_SEED)
+        order = hashes.arg_sort()
+        self.hashes = hashes.gather(order).to_numpy()
+        self.ids = titles["conversation_id"].gather(order)
+        self.titles = titles["title"].gather(order)
+        # two different ids with one hash (about 1e-7 at a million titles): hash lookups could
+        # miss one of them, so look up by the sorted ids instead
+        self.by_hash = not bool((self.hashes[1:] == self.hashes[:-1]).any())
+        if not self.by_hash:
+            order = self.ids.arg_sort()
+            self.ids = self.ids.gather(order)
+            self.titles = self.titles.gather(order)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def lookup(self, ids: pl.Series) -> pl.Series:
+        """The title of each id (null where there is none)."""
+        n = len(self.ids)
+        if n == 0 or ids.len() == 0:
+            return pl.Series("title", [None] * ids.len(), dtype=pl.String)
+        if self.by_hash:
+            pos = np.searchsorted(self.hashes, ids.hash(seed=_HASH_SEED).to_numpy())
+        else:
+            pos = self.ids.search_sorted(ids.fill_null("")).to_numpy()
+        pos = pl.Series(np.minimum(pos, n - 1).astype(np.int64))
+        found = (self.ids.gather(pos) == ids).fill_null(False)
+        return (
+            self.titles.gather(pos)
+            .zip_with(found, pl.Series([None], dtype=pl.String))
+            .alias("title")
+        )
 
 
 # --------------------------------------------------------------------------- parsing
@@ -548,17 +588,33 @@ def _slow_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
     return _raw_from_pushshift(frame)
 
 
-def parse_chunk(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
-    """Raw rows of a chunk (all String columns); fast path first, per-line on failure."""
-    schema = CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
-    try:
-        frame = pl.read_ndjson(io.BytesIO(chunk), schema=schema)
-    except Exception:  # noqa: BLE001 - any parse failure sends the chunk to the per-line path
-        counts["slow_chunks"] += 1
-        return _slow_parse(chunk, fmt, counts)
+def _fast_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
+    frame = pl.read_ndjson(
+        io.BytesIO(chunk), schema=CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
+    )
     n_lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
     counts["blank_lines"] += n_lines - frame.height
     return _raw_from_convokit(frame) if fmt == "convokit" else _raw_from_pushshift(frame)
+
+
+def parse_chunk(chunk: bytes, fmt: str, counts: Counter, min_split: int = 1 << 16) -> pl.DataFrame:
+    """Raw rows of a chunk (all String columns). Fast path first; a chunk it refuses is cut in
+    two at a line end and each half tried again, down to ``min_split`` bytes, where the lines
+    are parsed one by one: a few bad lines cost a few small slow pieces, not a slow chunk."""
+    try:
+        return _fast_parse(chunk, fmt, counts)
+    except Exception:  # noqa: BLE001 - any parse failure: split, or parse line by line
+        pass
+    mid = chunk.find(b"\n", len(chunk) // 2)
+    if len(chunk) <= min_split or mid < 0 or mid + 1 >= len(chunk):
+        counts["slow_chunks"] += 1
+        return _slow_parse(chunk, fmt, counts)
+    return pl.concat(
+        [
+            parse_chunk(chunk[: mid + 1], fmt, counts, min_split),
+            parse_chunk(chunk[mid + 1 :], fmt, counts, min_split),
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- cleaning
@@ -574,48 +630,124 @@ REQUIRED = (
 )
 
 
+class Cleaner:
+    """Cleans raw chunks (vectorised polars expressions, one query per chunk), counting every
+    dropped record under its first reason; titles come from a :class:`TitleIndex`."""
+
+    def __init__(self, bots: set[str], titles: TitleIndex | None, counts: Counter):
+        self.bots = pl.Series("bots", sorted(bots), dtype=pl.String)
+        self.titles = titles
+        self.counts = counts
+        ts = pl.col("timestamp").cast(pl.Float64, strict=False)
+        # anchored patterns: most texts fail at their first character, nothing is copied
+        blank_body = pl.col("text").str.contains(r"^\s*$")
+        is_sub = pl.col("kind") == "submission"
+        title = pl.col("title")
+        has_title = (is_sub & ~title.str.contains(r"^\s*$")).fill_null(False)
+        text = (
+            pl.when(has_title & ~blank_body)
+            .then(title + "\n\n" + pl.col("text"))
+            .when(has_title)
+            .then(title)
+            .otherwise(pl.col("text"))
+        )
+        reason = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+        for name, expr in REQUIRED:
+            reason = reason.when(expr.is_null()).then(pl.lit(f"missing_field:{name}"))
+        reason = (
+            reason.when(ts.is_null() | ~ts.is_finite())
+            .then(pl.lit("invalid_field:timestamp"))
+            .when(pl.col("text").str.contains(r"^\s*\[deleted\]\s*$"))
+            .then(pl.lit("deleted_text"))
+            .when(pl.col("text").str.contains(r"^\s*\[removed\]\s*$"))
+            .then(pl.lit("removed_text"))
+            .when(blank_body & ~has_title)
+            .then(pl.lit("empty_text"))
+            .when(pl.col("author") == "[deleted]")
+            .then(pl.lit("deleted_author"))
+            .when(pl.col("author").is_in(self.bots.implode()))
+            .then(pl.lit("bot"))
+            .otherwise(None)
+        )
+        score = pl.col("score").cast(pl.Float64, strict=False)
+        self._text = text.alias("_text")
+        self._reason = reason.alias("_reason")
+        self._posts = [
+            pl.col("post_id"),
+            pl.col("kind"),
+            pl.col("subreddit").str.to_lowercase().alias("subreddit"),
+            pl.col("author"),
+            ts.floor().cast(pl.Int64).alias("created_utc"),
+            pl.col("_text").alias("text"),
+            score.floor().cast(pl.Int64).alias("score"),
+            pl.col("conversation_id"),
+            pl.col("reply_to"),
+        ]
+
+    def __call__(self, raw: pl.DataFrame) -> pl.DataFrame:
+        """The posts of a raw chunk that pass every rule, in input order."""
+        self.counts["records"] += raw.height
+        if self.titles is not None and len(self.titles):
+            rows = (raw["kind"] == "submission").arg_true()
+            found = self.titles.lookup(raw["post_id"].gather(rows))
+            title = pl.Series("title", [None], dtype=pl.String).extend_constant(
+                None, raw.height - 1
+            )
+            raw = raw.with_columns(title.scatter(rows, found))
+        frame = raw.lazy().with_columns(self._reason, self._text).collect()
+        reasons = frame["_reason"]
+        if reasons.null_count() < frame.height:
+            for r, n in reasons.drop_nulls().value_counts().iter_rows():
+                self.counts[r] += int(n)
+            frame = frame.filter(pl.col("_reason").is_null())
+        return frame.select(self._posts)
+
+
 def clean_chunk(raw: pl.DataFrame, bots: set[str], counts: Counter) -> pl.DataFrame:
-    """Drop (and count) the records of a raw chunk that fail a cleaning rule; return the rest
-    with the posts columns (plus ``title`` for submissions whose title is joined later)."""
-    counts["records"] += raw.height
-    ts = pl.col("timestamp").cast(pl.Float64, strict=False)
-    body = pl.col("text").str.strip_chars()
-    reason = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
-    for name, expr in REQUIRED:
-        reason = reason.when(expr.is_null()).then(pl.lit(f"missing_field:{name}"))
-    reason = (
-        reason.when(ts.is_null() | ~ts.is_finite())
-        .then(pl.lit("invalid_field:timestamp"))
-        .when(body == "[deleted]")
-        .then(pl.lit("deleted_text"))
-        .when(body == "[removed]")
-        .then(pl.lit("removed_text"))
-        .when((body == "") & (pl.col("kind") == "comment"))
-        .then(pl.lit("empty_text"))  # submissions: checked once their title is joined
-        .when(pl.col("author") == "[deleted]")
-        .then(pl.lit("deleted_author"))
-        .when(pl.col("author").is_in(sorted(bots)))
-        .then(pl.lit("bot"))
-        .otherwise(None)
-    )
-    frame = raw.with_columns(reason.alias("_reason"))
-    dropped = frame.filter(pl.col("_reason").is_not_null())["_reason"].value_counts()
-    for r, n in dropped.iter_rows():
-        counts[r] += int(n)
-    kept = frame.filter(pl.col("_reason").is_null())
-    score = pl.col("score").cast(pl.Float64, strict=False)
-    return kept.select(
-        pl.col("post_id"),
-        pl.col("kind"),
-        pl.col("subreddit").str.to_lowercase().alias("subreddit"),
-        pl.col("author"),
-        ts.floor().cast(pl.Int64).alias("created_utc"),
-        pl.col("text"),
-        score.floor().cast(pl.Int64).alias("score"),
-        pl.col("conversation_id"),
-        pl.col("reply_to"),
-        pl.col("title"),
-    )
+    """One raw chunk cleaned (no titles to look up): see :class:`Cleaner`."""
+    return Cleaner(bots, None, counts)(raw)
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+_HASH_SEED = 0
+
+
+class DuplicateFinder:
+    """Finds post ids that occur more than once in a stream of chunks, in bounded memory: the
+    64-bit hash of every id goes to one of 16 bucket files on disk (by its top bits); at the
+    end each bucket is sorted alone and repeated hashes are the candidates (confirmed on the
+    ids themselves by :func:`drop_duplicate_ids`)."""
+
+    N_BUCKETS = 16
+
+    def __init__(self, work: Path):
+        self.paths = [work / f"ids-{b:02d}.u64" for b in range(self.N_BUCKETS)]
+        self.files = [open(p, "wb") for p in self.paths]  # noqa: SIM115 - closed in candidates()
+
+    def add(self, ids: pl.Series) -> None:
+        hashes = ids.hash(seed=_HASH_SEED).to_numpy()
+        bucket = (hashes >> np.uint64(60)).astype(np.int8)
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(self.N_BUCKETS + 1))
+        grouped = hashes[order]
+        for b in range(self.N_BUCKETS):
+            if bounds[b + 1] > bounds[b]:
+                grouped[bounds[b] : bounds[b + 1]].tofile(self.files[b])
+
+    def candidates(self) -> pl.Series:
+        """Hashes seen more than once."""
+        found = []
+        for fh, path in zip(self.files, self.paths, strict=True):
+            fh.close()
+            hashes = np.sort(np.fromfile(path, dtype=np.uint64))
+            path.unlink()
+            repeated = hashes[1:][hashes[1:] == hashes[:-1]]
+            if repeated.size:
+                found.append(np.unique(repeated))
+        values = np.concatenate(found) if found else np.zeros(0, dtype=np.uint64)
+        return pl.Series("h", values, dtype=pl.UInt64)
 
 
 # --------------------------------------------------------------------------- one shard
@@ -629,7 +761,9 @@ def ingest_shard(
     bots: set[str] | None = None,
     chunk_mb: float = 16,
 ) -> dict:
-    """Ingest one input into ``out`` (posts Parquet) and ``report_path`` (JSON); return the report."""
+    """Ingest one input into ``out`` (posts Parquet) and ``report_path`` (JSON); return the
+    report. One pass over the input: chunks are parsed, cleaned and streamed into the Parquet
+    file; a second pass over the output happens only when duplicate ids were found."""
     started = time.perf_counter()
     source = _Source(path)
     bots = set(DEFAULT_BOTS) if bots is None else bots
@@ -638,28 +772,35 @@ def ingest_shard(
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        title_parts = write_titles(source, work) if source.format == "convokit" else []
+        titles = TitleIndex(read_titles(source)) if source.format == "convokit" else None
         t_titles = time.perf_counter()
-        parts = []
-        fh = source.open("utterances.jsonl")
-        with fh:
-            for i, chunk in enumerate(
-                iter_line_chunks(fh, max(int(chunk_mb * (1 << 20)), 1 << 12))
-            ):
-                raw = parse_chunk(chunk, source.format, counts)
-                cleaned = clean_chunk(raw, bots, counts)
-                if cleaned.height:
-                    part = work / f"part-{i:06d}.arrow"
-                    cleaned.write_ipc(part)
-                    parts.append(part)
+        clean = Cleaner(bots, titles, counts)
+        duplicates = DuplicateFinder(work)
+        chunk_bytes = max(int(chunk_mb * (1 << 20)), 1 << 12)
+
+        def posts_chunks() -> Iterator[pl.DataFrame]:
+            with source.open("utterances.jsonl") as fh:
+                for chunk in iter_line_chunks(fh, chunk_bytes):
+                    posts = clean(parse_chunk(chunk, source.format, counts))
+                    if posts.height:
+                        duplicates.add(posts["post_id"])
+                        counts["posts"] += posts.height
+                        yield posts
+
+        write_parquet(stream_frames(posts_chunks, POSTS_SCHEMA), out)
         t_chunks = time.perf_counter()
-        posts = _finalise(parts, title_parts, source.format, counts, work)
-        write_parquet(posts, out)
+        dup_hashes = duplicates.candidates()
+        if dup_hashes.len():
+            staged = work / "posts.parquet"
+            os.replace(out, staged)
+            deduped, n_dup = drop_duplicate_ids(pl.scan_parquet(str(staged)), dup_hashes)
+            write_parquet(deduped, out)
+            counts["duplicate_id"] += n_dup
+            counts["posts"] -= n_dup
         t_done = time.perf_counter()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - started
-    n_posts = pl.scan_parquet(str(out)).select(pl.len()).collect().item()
     dropped = {r: int(counts.get(r, 0)) for r in REASONS}
     report = {
         "shard": shard or shard_name(path),
@@ -667,7 +808,7 @@ def ingest_shard(
         "format": source.format,
         "input_bytes": source.size(),
         "records": int(counts["records"] + counts["invalid_utf8"] + counts["malformed_json"]),
-        "posts": int(n_posts),
+        "posts": int(counts["posts"]),
         "dropped": dropped,
         "dropped_total": int(sum(dropped.values())),
         "blank_lines": int(counts["blank_lines"]),
@@ -676,7 +817,7 @@ def ingest_shard(
         "phase_seconds": {
             "titles": round(t_titles - started, 3),
             "chunks": round(t_chunks - t_titles, 3),
-            "finalise": round(t_done - t_chunks, 3),
+            "duplicates": round(t_done - t_chunks, 3),
         },
     }
     if report["records"] != report["posts"] + report["dropped_total"]:
@@ -685,56 +826,42 @@ def ingest_shard(
     return report
 
 
-def _finalise(
-    parts: list[Path], title_parts: list[Path], fmt: str, counts: Counter, work: Path
-) -> pl.LazyFrame:
-    """Join submission titles, drop empty texts and within-shard duplicates (counted)."""
-    if not parts:
-        return pl.DataFrame(schema=POSTS_SCHEMA).lazy()
-    lf = pl.scan_ipc([str(p) for p in parts])
-    if title_parts:
-        titles = pl.scan_ipc([str(p) for p in title_parts]).unique("conversation_id", keep="first")
-        lf = lf.drop("title").join(
-            titles, left_on="post_id", right_on="conversation_id", how="left", maintain_order="left"
-        )
-    body = pl.col("text").str.strip_chars()
-    title = pl.col("title").fill_null("").str.strip_chars()
-    is_sub = pl.col("kind") == "submission"
-    text = (
-        pl.when(is_sub & (title != "") & (body != ""))
-        .then(pl.col("title") + "\n\n" + pl.col("text"))
-        .when(is_sub & (title != ""))
-        .then(pl.col("title"))
-        .otherwise(pl.col("text"))
-    )
-    staged = work / "staged.arrow"
-    lf.with_columns(text.alias("text")).select(list(POSTS_SCHEMA)).sink_ipc(staged)
-    lf = pl.scan_ipc(str(staged))
-    empty = pl.col("text").str.strip_chars() == ""
-    counts["empty_text"] += int(lf.filter(empty).select(pl.len()).collect().item())
-    lf, n_dup = drop_duplicate_ids(lf.filter(~empty))
-    counts["duplicate_id"] += n_dup
-    return lf
+def stream_frames(make_frames, schema: dict) -> pl.LazyFrame:
+    """A lazy frame over the frames a generator function yields (read once, in order), so that
+    a streaming sink writes them as they come: memory holds a chunk or two, not the table."""
+
+    def source(with_columns, predicate, n_rows, batch_size) -> Iterator[pl.DataFrame]:
+        for frame in make_frames():
+            if with_columns is not None:
+                frame = frame.select(with_columns)
+            if predicate is not None:
+                frame = frame.filter(predicate)
+            yield frame
+
+    return register_io_source(source, schema=schema)
 
 
-def drop_duplicate_ids(lf: pl.LazyFrame) -> tuple[pl.LazyFrame, int]:
+def drop_duplicate_ids(
+    lf: pl.LazyFrame, dup_hashes: pl.Series | None = None
+) -> tuple[pl.LazyFrame, int]:
     """Keep the first row of every post id (in row order); return the frame and the number of
-    rows dropped. Candidates are found on 64-bit hashes (memory stays small) and confirmed on
-    the ids themselves."""
-    hashed = pl.col("post_id").hash(seed=0)
-    dup_hashes = (
-        lf.select(hashed.alias("h"))
-        .group_by("h")
-        .len()
-        .filter(pl.col("len") > 1)
-        .select("h")
-        .collect(engine="streaming")
-    )
-    if dup_hashes.height == 0:
+    rows dropped. Candidates are found on 64-bit hashes (memory stays small; given as
+    ``dup_hashes`` when already known) and confirmed on the ids themselves."""
+    hashed = pl.col("post_id").hash(seed=_HASH_SEED)
+    if dup_hashes is None:
+        dup_hashes = (
+            lf.select(hashed.alias("h"))
+            .group_by("h")
+            .len()
+            .filter(pl.col("len") > 1)
+            .select("h")
+            .collect(engine="streaming")
+        )["h"]
+    if dup_hashes.len() == 0:
         return lf, 0
     indexed = lf.with_row_index("_row")
     candidates = (
-        indexed.filter(hashed.is_in(dup_hashes["h"].implode())).select("_row", "post_id").collect()
+        indexed.filter(hashed.is_in(dup_hashes.implode())).select("_row", "post_id").collect()
     )
     drop = candidates.filter(pl.col("_row") != pl.col("_row").min().over("post_id"))["_row"]
     if drop.len() == 0:

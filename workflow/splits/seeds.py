@@ -371,7 +371,7 @@ def interact(
             shown_head = head
         try:
             answer = ask(render_question(session)).strip().lower()
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):  # end of input or Ctrl-C: quit, resumable
             say("")
             answer = "q"
         action = KEYS.get(answer[:1]) if answer else None

@@ -28,7 +28,9 @@
    line above it, bins weighted by their posts, breakpoints at bin edges with at least two
    non-empty bins on each side; the breakpoint with the smallest weighted squared error wins
    (ties: the lower one). This finds where the self-ID rate leaves its low floor and starts
-   rising with group-ness, whether it then jumps (a step) or climbs (a ramp).
+   rising with group-ness, whether it then jumps (a step) or climbs (a ramp). Without any
+   verified self-ID, or with fewer than four non-empty bins (massive ties), ``auto`` falls
+   back to the 75th percentile with a warning (``source: auto_fallback`` in threshold.json).
 5. Formula comparison: for each group-ness formula (``sum_log``, ``breadth_x_volume``,
    ``entropy``): ROC AUC of the score for users with verified self-IDs (and no verified
    anti-self-ID) against users with verified anti-self-IDs (and no verified self-ID), the
@@ -64,6 +66,7 @@ SPACE_CLASS = "[ \\t\\xa0]+"
 REGEX_META = set("\\.+*?()|[]{}^$#&-~")
 MARK = "\x00"
 VERIFIERS = ("rules", "llm")
+AUTO_FALLBACK = 75.0  # the paper's most common threshold, used when "auto" has no curve to read
 REASONS = (
     "quoted",
     "reported_speech",
@@ -685,15 +688,26 @@ class SearchResult:
 
 
 def resolve_threshold(demographic: Demographic, curve: pl.DataFrame) -> dict:
-    auto = auto_threshold(curve)
-    if demographic.threshold == "auto":
-        if auto is None:
-            raise ConfigError(
-                f"demographics.file: {demographic.key}: threshold 'auto' but the self-ID curve "
-                "has too few non-empty bins; set a fixed threshold"
-            )
-        return {"threshold": auto, "source": "auto", "auto_threshold": auto}
-    return {"threshold": float(demographic.threshold), "source": "fixed", "auto_threshold": auto}
+    """The threshold used downstream: the file's fixed value, or the ``auto`` rule; where the
+    curve cannot support the rule (no verified self-ID at all, or fewer than four non-empty
+    bins) ``auto`` falls back to AUTO_FALLBACK with a warning (source ``auto_fallback``)."""
+    has_signal = int(curve["self_occurrences"].sum()) > 0
+    auto = auto_threshold(curve) if has_signal else None
+    if demographic.threshold != "auto":
+        return {
+            "threshold": float(demographic.threshold),
+            "source": "fixed",
+            "auto_threshold": auto,
+        }
+    if auto is None:
+        log.warning(
+            "%s: the self-ID curve cannot place an auto threshold (%s); using %s",
+            demographic.key,
+            "no verified self-ID" if not has_signal else "too few non-empty bins",
+            AUTO_FALLBACK,
+        )
+        return {"threshold": AUTO_FALLBACK, "source": "auto_fallback", "auto_threshold": None}
+    return {"threshold": auto, "source": "auto", "auto_threshold": auto}
 
 
 def selfid_search(

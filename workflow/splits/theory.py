@@ -73,17 +73,55 @@ def _string_list(value: Any) -> list[str] | None:
     return items
 
 
+LAYOUTS = ("auto", "by_group", "by_post_set")
+
+
+def resolve_layout(frame: pl.DataFrame, layout: str) -> str:
+    """``by_group``: ``sample_A`` holds A's posts and Post Set 1 is ``sample_B`` when switched
+    (SPEC 2.7, the pipeline's quadruplets). ``by_post_set``: ``sample_A`` is Post Set 1, i.e. B's
+    posts when switched (the public release, version 4: its DETAILS.md, and its evaluator, which
+    always shows ``sample_A`` first). ``auto``: by_group when the table has the pipeline's hidden
+    columns (``example_labels`` or ``sample_A_ids``), else by_post_set."""
+    if layout not in LAYOUTS:
+        raise ConfigError(
+            f"evaluation.dataset_layout: {layout!r} is not one of {', '.join(LAYOUTS)}"
+        )
+    if layout != "auto":
+        return layout
+    pipeline = "example_labels" in frame.columns or "sample_A_ids" in frame.columns
+    return "by_group" if pipeline else "by_post_set"
+
+
 def normalise_quadruplets(
-    frame: pl.DataFrame, topic_categories: Mapping[str, str], where: str
-) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Check and complete a quadruplets table: ids, categories, list columns.
+    frame: pl.DataFrame, topic_categories: Mapping[str, str], where: str, layout: str = "by_group"
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Check and complete a quadruplets table: ids, categories, list columns, and samples in the
+    by_group layout (``sample_A`` = A's posts; see :func:`resolve_layout`).
 
     Rows with malformed lists (not lists of strings, empty samples) are dropped and counted.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise ConfigError(f"{where}: missing column(s) {', '.join(missing)} (release v4 columns)")
-    counts: dict[str, int] = {"input_rows": frame.height}
+    layout = resolve_layout(frame, layout)
+    counts: dict[str, Any] = {"input_rows": frame.height, "layout": layout}
+    if layout == "by_post_set":
+        swapped = {
+            "sample_A": pl.when(pl.col("switched"))
+            .then(pl.col("sample_B"))
+            .otherwise(pl.col("sample_A")),
+            "sample_B": pl.when(pl.col("switched"))
+            .then(pl.col("sample_A"))
+            .otherwise(pl.col("sample_B")),
+        }
+        for ids in ("sample_A_ids", "sample_B_ids"):
+            if {"sample_A_ids", "sample_B_ids"} <= set(frame.columns):
+                other = "sample_B_ids" if ids == "sample_A_ids" else "sample_A_ids"
+                swapped[ids] = (
+                    pl.when(pl.col("switched")).then(pl.col(other)).otherwise(pl.col(ids))
+                )
+        frame = frame.with_columns(**swapped)
+        counts["rows_unswapped"] = int(frame["switched"].fill_null(False).sum())
     if "quadruplet_id" not in frame.columns:
         frame = frame.with_row_index("quadruplet_id").with_columns(
             pl.format("row-{}", pl.col("quadruplet_id")).alias("quadruplet_id")
@@ -171,7 +209,9 @@ def run_subsample(args: argparse.Namespace) -> int:
     if not path.exists():
         raise ConfigError(f"evaluation.dataset: input {path} does not exist")
     frame = pl.read_parquet(path)
-    frame, counts = normalise_quadruplets(frame, topic_categories(args.topics), str(path))
+    frame, counts = normalise_quadruplets(
+        frame, topic_categories(args.topics), str(path), args.layout
+    )
     rows = parse_rows_arg(args.rows)
     if rows is not None and rows > frame.height:
         log.warning("asked for %d rows, the dataset has %d: using all of them", rows, frame.height)
@@ -501,6 +541,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     sample.add_argument("--seed", type=int, required=True)
     sample.add_argument(
         "--topics", help="topics file: category of each topic when the input has none"
+    )
+    sample.add_argument(
+        "--layout",
+        default="auto",
+        choices=LAYOUTS,
+        help="by_group: sample_A is A's posts (pipeline); by_post_set: sample_A is Post Set 1 "
+        "(public release v4); auto: by the presence of the pipeline's hidden columns",
     )
     sample.add_argument("--out", required=True)
     sample.add_argument("--report", help="JSON with the counts")
