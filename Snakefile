@@ -11,6 +11,9 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/graph.smk"
@@ -22,6 +25,6 @@ include: "workflow/rules/probes.smk"
 
 
 rule all:
+    default_target: True
     input:
         final_targets(),
-    default_target: True

@@ -23,7 +23,14 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "reference"
 COPY_IGNORE = shutil.ignore_patterns(
-    "results", "logs", ".snakemake", ".git", "__pycache__", ".pytest_cache", ".hypothesis", "*.egg-info"
+    "results",
+    "logs",
+    ".snakemake",
+    ".git",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    "*.egg-info",
 )
 
 

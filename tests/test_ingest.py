@@ -424,3 +424,55 @@ def test_titles_streamed_in_small_chunks_equal_json_load(tmp_path, indent):
     assert dict(zip(got["conversation_id"], got["title"], strict=True)) == {
         k: v["meta"]["title"] for k, v in convs.items()
     }
+
+
+def test_bad_line_deep_in_a_big_chunk_costs_one_small_slow_piece(tmp_path):
+    """One malformed line among thousands: the chunk is split around it (only a small piece
+    goes line by line) and every valid line is kept; float timestamps later in the file
+    switch the fast path to text columns without losing or changing anything."""
+    lines = [
+        _line(_utt(f"c{i}", "s0", reply="s0", text=f"comment number {i} " * 8)) for i in range(3000)
+    ]
+    lines[1234] = b'{"id": "broken", "text": \n'
+    for i in range(2500, 3000):
+        lines[i] = _line(_utt(f"c{i}", "s0", reply="s0", text="float stamp", ts=1500000000.9))
+    corpus = _write_corpus(
+        tmp_path / "big", [_line(_utt("s0", "s0", text="root"))] + lines, {"s0": "T"}
+    )
+    report = ingest_shard(corpus, tmp_path / "b.parquet", tmp_path / "b.json", chunk_mb=16)
+    posts = pl.read_parquet(tmp_path / "b.parquet")
+    assert report["dropped"]["malformed_json"] == 1 and report["dropped_total"] == 1
+    # one piece of at most 64 KiB went line by line, not the whole 1 MB chunk
+    assert report["slow_chunks"] == 1 and report["slow_lines"] < 3001 / 4
+    assert posts.height == 3000 and posts["post_id"].to_list() == ["s0"] + [
+        f"c{i}" for i in range(3000) if i != 1234
+    ]
+    assert posts.filter(pl.col("text") == "float stamp")["created_utc"].unique().to_list() == [
+        1500000000
+    ]
+    assert posts.row(0, named=True)["text"] == "T\n\nroot"
+
+
+def test_title_index_lookup_equals_dict_oracle():
+    from splits.ingest import TitleIndex
+
+    titles = pl.DataFrame(
+        {
+            "conversation_id": [f"k{i}" for i in range(2000)] + ["nul"],
+            "title": [f"title {i}" for i in range(2000)] + [None],
+        }
+    )
+    oracle = dict(zip(titles["conversation_id"], titles["title"], strict=True))
+    queries = pl.Series(["k5", "k1999", "missing", None, "nul", "k0", "k00", ""], dtype=pl.String)
+    index = TitleIndex(titles)
+    expected = [oracle.get(q) if q is not None else None for q in queries]
+    assert index.lookup(queries).to_list() == expected
+    index_by_id = TitleIndex(titles)
+    index_by_id.by_hash = False  # the path taken when two ids share a hash
+    order = index_by_id.ids.arg_sort()
+    index_by_id.ids, index_by_id.titles = (
+        index_by_id.ids.gather(order),
+        index_by_id.titles.gather(order),
+    )
+    assert index_by_id.lookup(queries).to_list() == expected
+    assert TitleIndex(titles.head(0)).lookup(queries).to_list() == [None] * len(queries)

@@ -188,9 +188,13 @@ def generate_topics_model_spec(wildcards):
 
     name = config["topics"]["generate"]["model"]
     if not name:
-        raise ValueError("topics.generate.model: set a registry model to generate topics")
+        raise ValueError(
+            "topics.generate.model: set a registry model to generate topics"
+        )
     if name not in config["models"]:
-        raise ValueError(f"topics.generate.model: {name!r} is not in the models registry")
+        raise ValueError(
+            f"topics.generate.model: {name!r} is not in the models registry"
+        )
     return json.dumps({name: config["models"][name]}, sort_keys=True)
 
 
@@ -390,16 +394,30 @@ def evaluation_targets():
 PROBES = config["probes"]
 PROBES_DIR = f"{RESULTS}/probes"
 PROBE_OUTPUTS = {
-    "stress": ["responses.parquet", "groups.parquet", "summary.parquet", "ratings.parquet", "raters.parquet"],
+    "stress": [
+        "responses.parquet",
+        "groups.parquet",
+        "summary.parquet",
+        "ratings.parquet",
+        "raters.parquet",
+    ],
     "empathy": ["responses.parquet", "cells.parquet", "summary.json", "heatmap.png"],
     "grasp": ["groups.parquet", "skipped_groups.parquet", "summary.json", "gai.png"],
-    "personalization": ["rewrites.parquet", "responses.parquet", "tests.parquet", "summary.json"],
+    "personalization": [
+        "rewrites.parquet",
+        "responses.parquet",
+        "tests.parquet",
+        "summary.json",
+    ],
 }
 PROBE_REFERENCE_FILES = {
     "dreaddit": ["dreaddit/dreaddit-train.csv", "dreaddit/dreaddit-test.csv"],
-    "envent": [f"crowd_envent/crowd-enVent_{e}.tsv" for e in (
-        "anger boredom disgust fear guilt joy pride relief sadness shame surprise trust".split()
-    )],
+    "envent": [
+        f"crowd_envent/crowd-enVent_{e}.tsv"
+        for e in (
+            "anger boredom disgust fear guilt joy pride relief sadness shame surprise trust".split()
+        )
+    ],
     "dices": ["dices350/dices_350_crowdsourced.json"],
 }
 
@@ -415,8 +433,14 @@ def probes_reference_available():
 
 def probes_reference_targets():
     if not PROBES["reference_dir"]:
-        sys.exit("config error: probes.reference_dir: set it to the reference data folder to run probes_reference")
-    return _probe_files("stress", "dreaddit") + _probe_files("empathy", "envent") + _probe_files("grasp", "dices")
+        sys.exit(
+            "config error: probes.reference_dir: set it to the reference data folder to run probes_reference"
+        )
+    return (
+        _probe_files("stress", "dreaddit")
+        + _probe_files("empathy", "envent")
+        + _probe_files("grasp", "dices")
+    )
 
 
 def probes_grasp_names():
@@ -439,7 +463,9 @@ def probes_targets():
 def probe_model_spec(probe):
     name = PROBES[probe]["model"]
     if name not in config["models"]:
-        sys.exit(f"config error: probes.{probe}.model: {name!r} is not in the models registry")
+        sys.exit(
+            f"config error: probes.{probe}.model: {name!r} is not in the models registry"
+        )
     import json
 
     return json.dumps(config["models"][name], sort_keys=True)
@@ -451,7 +477,10 @@ def probe_data(probe):
     def inputs(wildcards):
         if wildcards.source == "topics":
             return [f"{RESULTS}/topics/topic_posts.parquet"]
-        return [str(Path(PROBES["reference_dir"]) / f) for f in PROBE_REFERENCE_FILES[wildcards.source]]
+        return [
+            str(Path(PROBES["reference_dir"]) / f)
+            for f in PROBE_REFERENCE_FILES[wildcards.source]
+        ]
 
     return inputs
 
@@ -469,7 +498,12 @@ def probe_grasp_inputs(wildcards):
             "raters": [f"{PROBES_DIR}/stress/topics/raters.parquet"],
         }
     if wildcards.name == "dices":
-        return {"ratings": [str(Path(PROBES["reference_dir"]) / PROBE_REFERENCE_FILES["dices"][0])], "raters": []}
+        return {
+            "ratings": [
+                str(Path(PROBES["reference_dir"]) / PROBE_REFERENCE_FILES["dices"][0])
+            ],
+            "raters": [],
+        }
     spec = PROBES["grasp"]["inputs"][wildcards.name]
     return {"ratings": spec["ratings"], "raters": spec.get("raters", [])}
 

@@ -2,11 +2,16 @@
 Pushshift / Arctic-Shift NDJSON file (optionally ``.zst``) -> the posts table of that shard and
 its ingest report.
 
-Streaming with bounded memory: the input is read in byte chunks cut at line ends; each chunk is
-parsed by polars' NDJSON reader (fast path) and, only when that fails (a malformed line, invalid
-UTF-8, an odd type), line by line (slow path) so that exactly the bad lines are dropped and
-counted. Cleaned chunks are written as Parquet parts and combined by a streaming query at the end
-(submission titles joined in, within-shard duplicate ids dropped).
+Streaming with bounded memory, one pass: the input is read in byte chunks cut at line ends;
+each chunk is parsed by polars' NDJSON reader with an explicit schema (fast path: no Python per
+line); a chunk it refuses (a malformed line, invalid UTF-8, an odd type) is halved at a line end
+and retried, down to 64 KiB pieces that are parsed line by line (slow path) so that exactly the
+bad lines are dropped and counted. Each chunk is cleaned by one polars query (submission titles
+looked up in a hash index of ``conversations.json``, read by a fast path that turns ConvoKit's
+layout into NDJSON with two literal byte replacements) and streamed into the Parquet output.
+Duplicate ids are found from the 64-bit hashes of the ids, spilled to bucket files and sorted
+per bucket at the end; only when there are some is the output filtered in a second pass.
+Memory: a chunk or two, plus the conversation titles (about 50 bytes per conversation).
 
 Cleaning, in this order; each dropped record is counted once, under the first reason that applies:
   1. ``invalid_utf8``: the line is not valid UTF-8;
@@ -20,8 +25,7 @@ Cleaning, in this order; each dropped record is counted once, under the first re
   4. ``deleted_text`` / ``removed_text``: the text (a submission's body) is ``[deleted]`` /
      ``[removed]``;
   5. ``empty_text``: nothing but white space once a submission's title is joined in (a link
-     post with an empty body keeps its title as text; since that is known only after the join,
-     a submission with an empty body is checked for 6-7 first);
+     post with an empty body keeps its title as text);
   6. ``deleted_author``: the author is ``[deleted]``;
   7. ``bot``: a known bot (``AutoModerator``, the shipped list ``resources/bots.txt``); accounts
      named ``...bot``/``...Bot`` that post templated text are found and dropped by
@@ -30,7 +34,7 @@ Cleaning, in this order; each dropped record is counted once, under the first re
      ``merge-posts``).
 Blank lines are not records and are only counted (``blank_lines``). Subreddit names are
 lowercased; a submission's text is ``title + "\\n\\n" + body`` (title alone when the body is
-empty); ``-1``/missing scores become null.
+empty); missing or non-numeric scores become null.
 """
 
 from __future__ import annotations
@@ -540,6 +544,7 @@ def _slow_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
     lines = chunk.split(b"\n")
     if chunk.endswith(b"\n"):
         lines.pop()
+    counts["slow_lines"] += len(lines)
     for line in lines:
         if not line.strip():
             counts["blank_lines"] += 1
@@ -588,19 +593,45 @@ def _slow_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
     return _raw_from_pushshift(frame)
 
 
+def _typed(schema: dict, fields: dict) -> dict:
+    out = dict(schema)
+    for key, dtype in fields.items():
+        if key == "meta":
+            out["meta"] = pl.Struct({**dict(schema["meta"].to_schema()), **dtype})
+        else:
+            out[key] = dtype
+    return out
+
+
+# the fast path first tries integer timestamps and scores (cheaper than text); a file where
+# they are not all integers is read with the all-String schema from then on
+TYPED_SCHEMAS = {
+    "convokit": _typed(CONVOKIT_SCHEMA, {"timestamp": pl.Int64, "meta": {"score": pl.Int64}}),
+    "pushshift": _typed(PUSHSHIFT_SCHEMA, {"created_utc": pl.Int64, "score": pl.Int64}),
+}
+
+
 def _fast_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
-    frame = pl.read_ndjson(
-        io.BytesIO(chunk), schema=CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
-    )
+    frame = None
+    if not counts["untyped_chunks"]:
+        try:
+            frame = pl.read_ndjson(io.BytesIO(chunk), schema=TYPED_SCHEMAS[fmt])
+        except Exception:  # noqa: BLE001 - a non-integer number: all-String schema from now on
+            counts["untyped_chunks"] += 1
+    if frame is None:
+        frame = pl.read_ndjson(
+            io.BytesIO(chunk), schema=CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
+        )
     n_lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
     counts["blank_lines"] += n_lines - frame.height
     return _raw_from_convokit(frame) if fmt == "convokit" else _raw_from_pushshift(frame)
 
 
 def parse_chunk(chunk: bytes, fmt: str, counts: Counter, min_split: int = 1 << 16) -> pl.DataFrame:
-    """Raw rows of a chunk (all String columns). Fast path first; a chunk it refuses is cut in
-    two at a line end and each half tried again, down to ``min_split`` bytes, where the lines
-    are parsed one by one: a few bad lines cost a few small slow pieces, not a slow chunk."""
+    """Raw rows of a chunk (String columns; integer timestamps and scores may come as Int64).
+    Fast path first; a chunk it refuses is cut in two at a line end and each half tried again,
+    down to ``min_split`` bytes, where the lines are parsed one by one: a few bad lines cost a
+    few small slow pieces, not a slow chunk."""
     try:
         return _fast_parse(chunk, fmt, counts)
     except Exception:  # noqa: BLE001 - any parse failure: split, or parse line by line
@@ -613,7 +644,8 @@ def parse_chunk(chunk: bytes, fmt: str, counts: Counter, min_split: int = 1 << 1
         [
             parse_chunk(chunk[: mid + 1], fmt, counts, min_split),
             parse_chunk(chunk[mid + 1 :], fmt, counts, min_split),
-        ]
+        ],
+        how="vertical_relaxed",
     )
 
 
@@ -813,6 +845,7 @@ def ingest_shard(
         "dropped_total": int(sum(dropped.values())),
         "blank_lines": int(counts["blank_lines"]),
         "slow_chunks": int(counts["slow_chunks"]),
+        "slow_lines": int(counts["slow_lines"]),
         "seconds": round(elapsed, 3),
         "phase_seconds": {
             "titles": round(t_titles - started, 3),
