@@ -326,3 +326,9 @@ def bm25_args(argv):
     parser = argparse.ArgumentParser()
     bm25.configure_parser(parser)
     return parser.parse_args(argv)
+
+
+def test_no_posts_above_thresholds_is_a_clear_error():
+    empty = demographic_posts().head(0)
+    with pytest.raises(ConfigError, match="no posts of users at or above"):
+        bm25.topic_splits(empty, TOPICS)

@@ -1,6 +1,7 @@
 # Shared setup: config validation (one-line errors naming the key), definition files, paths and
 # input functions. Stage rule files stay thin and call the functions defined here.
 
+import json
 import sys
 from pathlib import Path
 
@@ -23,6 +24,19 @@ except ConfigError as err:
 RESULTS = "results"
 DEMOGRAPHIC_KEYS = [d.key for d in DEMOGRAPHICS]
 SEED = config["seed"]
+DEMOGRAPHICS_FILE = config["demographics"]["file"]
+
+
+def demographics_slice(*fields, demographic=None):
+    """The part of the demographics file a rule reads, as canonical JSON, for that rule's params.
+
+    Rules pass the file's path as a param (not an input) and this slice as another param, so that
+    editing one demographic's threshold re-runs only what reads that threshold."""
+    chosen = [d for d in DEMOGRAPHICS if demographic is None or d.key == demographic]
+    return json.dumps(
+        [{"key": d.key, **{f: getattr(d, f) for f in fields}} for d in chosen],
+        sort_keys=True,
+    )
 
 
 wildcard_constraints:

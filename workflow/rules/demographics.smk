@@ -7,7 +7,6 @@ rule groupness:
     input:
         posts=posts_files(),
         subreddits=f"{RESULTS}/graph/subreddits.parquet",
-        demographics=config["demographics"]["file"],
         bots=demographics_bots_file(),
     output:
         users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
@@ -23,18 +22,21 @@ rule groupness:
     resources:
         mem_mb=4096,
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=lambda w: demographics_slice(
+            "seed_subreddits", demographic=w.demographic
+        ),
         formula=config["demographics"]["groupness"],
         top_user_fraction=config["demographics"]["top_user_fraction"],
         bots=lambda wildcards, input: (f"--bots {input.bots}" if input.bots else ""),
     shell:
-        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {input.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {params.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} > {log} 2>&1"
 
 
 rule selfid:
     input:
         users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
         posts=f"{RESULTS}/demographics/{{demographic}}/posts.parquet",
-        demographics=config["demographics"]["file"],
         prompt=selfid_verifier_inputs(),
     output:
         matches=f"{RESULTS}/demographics/{{demographic}}/selfid_matches.parquet",
@@ -58,13 +60,21 @@ rule selfid:
     resources:
         mem_mb=4096,
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=lambda w: demographics_slice(
+            "display_name",
+            "self_id_phrases",
+            "anti_self_id_phrases",
+            "threshold",
+            demographic=w.demographic,
+        ),
         verifier=config["demographics"]["verifier"],
         verifier_args=selfid_verifier_args(),
         context_chars=config["demographics"]["context_chars"],
         bins=config["demographics"]["bins"],
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
-        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {input.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {params.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
 
 
 rule selfid_summary:

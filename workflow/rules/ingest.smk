@@ -4,7 +4,6 @@
 
 rule synth:
     input:
-        demographics=config["demographics"]["file"],
         topics=config["topics"]["file"],
     output:
         corpus=[
@@ -24,6 +23,10 @@ rule synth:
     resources:
         mem_mb=2048,
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=demographics_slice(
+            "seed_subreddits", "self_id_phrases", "anti_self_id_phrases"
+        ),
         seed=SEED,
         posts=f"--posts {SYNTH['posts']}" if SYNTH["posts"] else "",
         shards=SYNTH["shards"],
@@ -33,7 +36,7 @@ rule synth:
         out=lambda wildcards, output: str(Path(output.meta).parent / "corpus"),
         truth_dir=lambda wildcards, output: str(Path(output.meta).parent),
     shell:
-        "splits synth --demographics {input.demographics} --topics {input.topics} --out {params.out} --truth-dir {params.truth_dir} --seed {params.seed} {params.posts} --shards {params.shards} --format {params.format} {params.compress} --plant-group-difference {params.plant} > {log} 2>&1"
+        "splits synth --demographics {params.demographics} --topics {input.topics} --out {params.out} --truth-dir {params.truth_dir} --seed {params.seed} {params.posts} --shards {params.shards} --format {params.format} {params.compress} --plant-group-difference {params.plant} > {log} 2>&1"
 
 
 rule ingest:

@@ -10,7 +10,6 @@ rule probe_stress:
     input:
         data=probe_data("stress"),
         prompt=PROBES["stress"]["prompt"],
-        demographics=config["demographics"]["file"],
     output:
         responses=f"{PROBES_DIR}/stress/{{source}}/responses.parquet",
         groups=f"{PROBES_DIR}/stress/{{source}}/groups.parquet",
@@ -36,6 +35,8 @@ rule probe_stress:
     resources:
         mem_mb=2000,
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
         spec=probe_model_spec("stress"),
         model=PROBES["stress"]["model"],
@@ -55,7 +56,7 @@ rule probe_stress:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 rule probe_empathy:
@@ -63,7 +64,6 @@ rule probe_empathy:
         data=probe_data("empathy"),
         system_prompt=PROBES["empathy"]["system_prompt"],
         prompt=PROBES["empathy"]["prompt"],
-        demographics=config["demographics"]["file"],
     output:
         responses=f"{PROBES_DIR}/empathy/{{source}}/responses.parquet",
         cells=f"{PROBES_DIR}/empathy/{{source}}/cells.parquet",
@@ -86,6 +86,8 @@ rule probe_empathy:
     resources:
         mem_mb=2000,
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
         spec=probe_model_spec("empathy"),
         model=PROBES["empathy"]["model"],
@@ -106,7 +108,7 @@ rule probe_empathy:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe empathy --source {wildcards.source} --input {params.data} --system-prompt {input.system_prompt} --prompt {input.prompt} --emotion {params.emotion:q} --permutations {params.permutations} --flips {params.flips} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe empathy --source {wildcards.source} --input {params.data} --system-prompt {input.system_prompt} --prompt {input.prompt} --emotion {params.emotion:q} --permutations {params.permutations} --flips {params.flips} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 rule probe_grasp:
@@ -151,7 +153,6 @@ rule probe_personalization:
         data=probe_data("personalization"),
         rewrite_prompt=PROBES["personalization"]["rewrite_prompt"],
         task_prompts=probe_task_prompts(),
-        demographics=config["demographics"]["file"],
     output:
         rewrites=f"{PROBES_DIR}/personalization/{{source}}/rewrites.parquet",
         responses=f"{PROBES_DIR}/personalization/{{source}}/responses.parquet",
@@ -174,6 +175,8 @@ rule probe_personalization:
     resources:
         mem_mb=2000,
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
         spec=probe_model_spec("personalization"),
         model=PROBES["personalization"]["model"],
@@ -192,7 +195,7 @@ rule probe_personalization:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {input.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 # Reference-data probes (Dreaddit, crowd-enVent, DICES-350); needs probes.reference_dir.

@@ -331,6 +331,11 @@ def load_demographic_posts(
         )
     if not frames:
         raise ConfigError("topic splits: no demographic posts given")
+    for key, frame in zip(sorted(posts_files), frames, strict=True):
+        if frame.is_empty():
+            log.warning("%s: no posts of users at or above the threshold %s", key, thresholds[key])
+        else:
+            log.info("%s: %d posts at or above the threshold %s", key, len(frame), thresholds[key])
     return pl.concat(frames)
 
 
@@ -392,6 +397,10 @@ def topic_splits(
     posts: pl.DataFrame, topics: Sequence[Topic], params: TopicSplitParams = TopicSplitParams()
 ) -> pl.DataFrame:
     """The topic_posts table from the (demographic, post) rows of ``load_demographic_posts``."""
+    if posts.is_empty():
+        raise ConfigError(
+            "topic splits: no posts of users at or above the demographics' thresholds"
+        )
     keys = sorted(posts.get_column("demographic").unique().to_list())
     rows: list[pl.DataFrame] = []
     if params.index == "shared":
