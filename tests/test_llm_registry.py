@@ -115,11 +115,11 @@ def test_gpu_resources():
         "api": {"backend": "openai", "model": "m", "base_url": "http://h/v1"},
         "rule": {"backend": "builtin", "kind": "test_counting"},
     }
-    assert gpu_resources("big", registry) == {"gpus": 4, "slurm_extra": "--gres=gpu:4"}
-    assert gpu_resources("slurm", registry) == {"gpus": 2, "slurm_extra": "--qos=gpu"}
-    assert gpu_resources("hf_gpu", registry)["gpus"] == 1
+    assert gpu_resources("big", registry) == {"gpu": 4, "slurm_extra": ""}
+    assert gpu_resources("slurm", registry) == {"gpu": 2, "slurm_extra": "--qos=gpu"}
+    assert gpu_resources("hf_gpu", registry)["gpu"] == 1
     for name in ("hf_cpu", "api", "rule"):
-        assert gpu_resources(name, registry) == {"gpus": 0, "slurm_extra": ""}
+        assert gpu_resources(name, registry) == {"gpu": 0, "slurm_extra": ""}
     with pytest.raises(ConfigError, match=r"^models\.nope: no such model"):
         gpu_resources("nope", registry)
 

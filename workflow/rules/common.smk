@@ -355,7 +355,7 @@ def evaluation_gpus(model):
     from splits.llm.registry import gpu_resources
 
     try:
-        return gpu_resources(model, config["models"])["gpus"]
+        return gpu_resources(model, config["models"])["gpu"]
     except ConfigError as err:
         sys.exit(f"config error: {err}")
 

@@ -67,11 +67,12 @@ def model_spec(name: str, registry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def gpu_resources(name: str, registry: Mapping[str, Any]) -> dict[str, Any]:
-    """Snakemake resources of a rule that runs model ``name``: ``{"gpus": n, "slurm_extra": s}``.
+    """Snakemake resources of a rule that runs model ``name``: ``{"gpu": n, "slurm_extra": s}``.
 
     vLLM uses ``tensor_parallel_size`` GPUs; a transformers model on ``cuda`` one; builtin,
-    openai (remote) and CPU/auto transformers models none. ``slurm_extra`` is the spec's value,
-    else ``--gres=gpu:<n>`` when GPUs are needed, else empty.
+    openai (remote) and CPU/auto transformers models none. ``gpu`` is the resource that
+    snakemake-executor-plugin-slurm turns into ``--gpus=N`` (it refuses ``--gres`` inside
+    ``slurm_extra``); ``slurm_extra`` is the spec's own value (e.g. ``--qos=gpu``), else empty.
     """
     spec = model_spec(name, registry)
     backend = spec["backend"]
@@ -81,9 +82,7 @@ def gpu_resources(name: str, registry: Mapping[str, Any]) -> dict[str, Any]:
     elif backend == "transformers" and str(spec["device"]).startswith("cuda"):
         gpus = 1
     extra = spec.get("slurm_extra") if backend in ("vllm", "transformers") else None
-    if extra is None:
-        extra = f"--gres=gpu:{gpus}" if gpus else ""
-    return {"gpus": gpus, "slurm_extra": str(extra)}
+    return {"gpu": gpus, "slurm_extra": str(extra or "")}
 
 
 def _builtin_factory(name: str, kind: str):
