@@ -164,7 +164,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", default="config/config.yaml", help="config file (for the model registry)"
     )
-    parser.add_argument("--model-spec", help="JSON registry {name: spec} used instead of --config's")
+    parser.add_argument(
+        "--model-spec", help="JSON registry {name: spec} used instead of --config's"
+    )
     parser.add_argument("--model", required=True, help="registry model name")
     parser.add_argument("--cache", help="LLM response cache (SQLite)")
     parser.add_argument(
