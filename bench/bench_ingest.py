@@ -128,9 +128,12 @@ def main() -> int:
                 if args.convokit_mb not in ck_cache:
                     small = make_corpus(base / f"convokit{args.convokit_mb:g}", args.convokit_mb)
                     small_size = (small / "utterances.jsonl").stat().st_size / 1e6
+                    t_imp, _, _, cpu_imp = run_measured([sys.executable, "-c", "import convokit"])
                     ck_cache[args.convokit_mb] = (
                         small_size,
                         *load_convokit(small, args.convokit_timeout),
+                        t_imp,
+                        cpu_imp,
                     )
                     if not args.workdir:
                         shutil.rmtree(base / f"convokit{args.convokit_mb:g}")
