@@ -224,15 +224,6 @@ def test_one_topic_keywords_rerun_topic_splits_and_downstream(finished):
     assert any(p.startswith("results/topics/") for p in expected)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rules synth, groupness, selfid (every demographic), evaluation_theorize, "
-        "evaluation_classify and the probe rules take the whole demographics file as an input, "
-        "so one demographic's threshold re-runs the whole pipeline; they should take only the "
-        "slice they read (seeds/phrases/display names) as params"
-    ),
-)
 def test_one_threshold_reruns_from_that_demographic_selfid(finished):
     config = _config(finished)
     demographics_file = finished / config["demographics"]["file"]

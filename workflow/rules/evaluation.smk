@@ -34,7 +34,6 @@ rule evaluation_subsample:
 rule evaluation_theorize:
     input:
         rows=f"{RESULTS}/evaluation/subsample/rows-{{rows}}.parquet",
-        demographics=config["demographics"]["file"],
         prompt=evaluation_tm_prompt,
     output:
         f"{RESULTS}/evaluation/theories/rows-{{rows}}/{{tm}}/k-{{k}}.parquet",
@@ -54,6 +53,8 @@ rule evaluation_theorize:
         gpu=lambda wildcards: evaluation_gpus(wildcards.tm),
         slurm_extra=lambda wildcards: evaluation_slurm_extra(wildcards.tm),
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=demographics_slice("display_name"),
         model_args=lambda wildcards: evaluation_model_args(wildcards.tm),
         prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(input.prompt),
         temperature=config["evaluation"]["tm_sampling"]["temperature"],
@@ -61,14 +62,13 @@ rule evaluation_theorize:
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits theorize generate --rows {input.rows} --k {wildcards.k} --demographics {input.demographics} {params.model_args} {params.prompt_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output} > {log} 2>&1"
+        "splits theorize generate --rows {input.rows} --k {wildcards.k} --demographics {params.demographics} {params.model_args} {params.prompt_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output} > {log} 2>&1"
 
 
 rule evaluation_classify:
     input:
         rows=f"{RESULTS}/evaluation/subsample/rows-{{rows}}.parquet",
         theories=f"{RESULTS}/evaluation/theories/rows-{{rows}}/{{tm}}/k-{{k}}.parquet",
-        demographics=config["demographics"]["file"],
         template=evaluation_cm_prompt,
     output:
         predictions=f"{RESULTS}/evaluation/predictions/rows-{{rows}}/{{tm}}/k-{{k}}/{{cm}}.parquet",
@@ -90,13 +90,15 @@ rule evaluation_classify:
         gpu=lambda wildcards: evaluation_gpus(wildcards.cm),
         slurm_extra=lambda wildcards: evaluation_slurm_extra(wildcards.cm),
     params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=demographics_slice("display_name"),
         model_args=lambda wildcards: evaluation_model_args(wildcards.cm),
         temperature=config["evaluation"]["cm_sampling"]["temperature"],
         max_tokens=config["evaluation"]["cm_sampling"]["max_tokens"],
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits classify --rows {input.rows} --theories {input.theories} --template {input.template} --demographics {input.demographics} {params.model_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output.predictions} --summary {output.summary} > {log} 2>&1"
+        "splits classify --rows {input.rows} --theories {input.theories} --template {input.template} --demographics {params.demographics} {params.model_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output.predictions} --summary {output.summary} > {log} 2>&1"
 
 
 rule evaluation_metrics:
