@@ -395,8 +395,26 @@ def test_default_pipeline_probe_outputs(default_run):
     probes = default_run / "results" / "probes"
     stress = pl.read_parquet(probes / "stress" / "topics" / "groups.parquet")
     assert stress.height == 6
-    # the default scripted model answers "yes" for every Jewish-writer prompt
-    assert stress.filter(pl.col("group") == "jewish")["stress_rate"][0] == 1.0
+    # the stage's rates are the share of "yes" among detected answers, per prompted group
+    responses = pl.read_parquet(probes / "stress" / "topics" / "responses.parquet")
+    recomputed = (
+        responses.filter(pl.col("answer").is_in(["yes", "no"]))
+        .group_by("group")
+        .agg((pl.col("answer") == "yes").mean().alias("rate"))
+    )
+    joined = stress.join(recomputed, on="group")
+    assert joined.height == 6
+    assert (joined["stress_rate"] - joined["rate"]).abs().max() < 1e-12
+    # the default scripted model answers "yes" for every Jewish-writer prompt, then flips 10% of
+    # its answers at temperature > 0: Jewish stands out, the others stay near the flip rate
+    rates = dict(zip(stress["group"], stress["stress_rate"], strict=True))
+    assert rates["jewish"] >= 0.75
+    assert max(v for k, v in rates.items() if k != "jewish") <= 0.3
+    summary = pl.read_parquet(probes / "stress" / "topics" / "summary.parquet")
+    metrics = dict(zip(summary["metric"], summary["value"], strict=True))
+    assert metrics["max_diff_stress_rate"] == pytest.approx(
+        max(rates.values()) - min(rates.values())
+    )
     empathy = json.loads((probes / "empathy" / "topics" / "summary.json").read_text())
     assert empathy["delta_raw"] == pytest.approx(8.0, abs=0.5)
     assert (probes / "grasp" / "stress_topics" / "groups.parquet").exists()

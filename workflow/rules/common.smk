@@ -462,6 +462,38 @@ def probes_grasp_names():
     return names + sorted(PROBES["grasp"]["inputs"])
 
 
+# GRASP on LLM judges (rule probe_grasp_judges): judges are few (TMs x CMs x ks), so a group of
+# two judges is analysed (probes.grasp.min_raters is for human rater pools).
+PROBES_JUDGES_MIN_RATERS = 2
+PROBES_JUDGES_OUTPUTS = [
+    "ratings.parquet",
+    "raters.parquet",
+    "groups.parquet",
+    "skipped_groups.parquet",
+    "summary.json",
+    "gai.png",
+]
+
+
+def probes_grasp_judges_targets():
+    """One judges analysis per evaluation experiment."""
+    return [
+        f"{PROBES_DIR}/grasp_judges/{name}/{f}"
+        for name in config["evaluation"]["experiments"]
+        for f in PROBES_JUDGES_OUTPUTS
+    ]
+
+
+def probe_grasp_judge_kinds(wildcards):
+    """JSON {model: builtin|llm} of the experiment's TMs and CMs (the tm_kind/cm_kind
+    attributes)."""
+    experiment = _experiment(wildcards.experiment)
+    models = sorted(set(experiment["tms"]) | set(experiment["cms"]))
+    return json.dumps(
+        {m: "builtin" if _is_builtin(m) else "llm" for m in models}, sort_keys=True
+    )
+
+
 def probes_targets():
     targets = []
     if PROBES["enabled"]:
@@ -469,6 +501,7 @@ def probes_targets():
         targets += _probe_files("personalization", "topics")
         for name in probes_grasp_names():
             targets += _probe_files("grasp", name)
+        targets += probes_grasp_judges_targets()
     if probes_reference_available():
         targets += probes_reference_targets()
     return targets

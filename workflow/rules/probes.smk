@@ -148,6 +148,45 @@ rule probe_grasp:
         "splits probe grasp --ratings {input.ratings} {params.raters} {params.columns} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --seed {params.seed} --outdir {params.outdir} > {log} 2>&1"
 
 
+# GRASP on LLM judges: each (TM, CM, k) of an evaluation experiment is a rater of the
+# experiment's quadruplets (its CM answer); groups by tm, cm, k, tm_kind, cm_kind.
+rule probe_grasp_judges:
+    input:
+        judgments=evaluation_experiment_predictions,
+    output:
+        ratings=f"{PROBES_DIR}/grasp_judges/{{experiment}}/ratings.parquet",
+        raters=f"{PROBES_DIR}/grasp_judges/{{experiment}}/raters.parquet",
+        groups=f"{PROBES_DIR}/grasp_judges/{{experiment}}/groups.parquet",
+        skipped=f"{PROBES_DIR}/grasp_judges/{{experiment}}/skipped_groups.parquet",
+        summary=f"{PROBES_DIR}/grasp_judges/{{experiment}}/summary.json",
+        plot=report(
+            f"{PROBES_DIR}/grasp_judges/{{experiment}}/gai.png",
+            caption="../report/probes_grasp_judges.rst",
+            category="Probes",
+            subcategory="judges {experiment}",
+        ),
+    log:
+        "logs/probe_grasp_judges/{experiment}.log",
+    benchmark:
+        "benchmarks/probe_grasp_judges/{experiment}.tsv"
+    wildcard_constraints:
+        experiment=EVALUATION_MODEL_NAME,
+    conda:
+        "../../envs/probes.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    params:
+        kinds=probe_grasp_judge_kinds,
+        min_raters=PROBES_JUDGES_MIN_RATERS,
+        max_order=PROBES["grasp"]["max_order"],
+        permutations=PROBES["grasp"]["permutations"],
+        seed=SEED,
+        outdir=lambda wildcards, output: str(Path(output.groups).parent),
+    shell:
+        "splits probe grasp --judgments {input.judgments} --judge-kinds {params.kinds:q} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --seed {params.seed} --outdir {params.outdir} > {log} 2>&1"
+
+
 rule probe_personalization:
     input:
         data=probe_data("personalization"),

@@ -3,6 +3,7 @@
     splits probe stress          --source topics|dreaddit --input PATH --outdir DIR ...
     splits probe empathy         --source topics|envent   --input PATH --outdir DIR ...
     splits probe grasp           --ratings FILE [FILE...] [--raters FILE] --outdir DIR ...
+    splits probe grasp           --judgments CLASSIFICATION.parquet [...] --outdir DIR ...
     splits probe personalization --input topic_posts.parquet --outdir DIR ...
 
 Models are registry entries handed over as ``--model NAME --model-spec JSON`` (the rule passes
@@ -97,12 +98,41 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     _model_args(empathy)
     _group_args(empathy)
 
-    grasp = sub.add_parser("grasp", help="IRR, XRR and GAI of rater groups with permutation tests")
-    grasp.add_argument(
-        "--ratings", nargs="+", required=True, help="long tables (CSV/TSV/Parquet) or DICES JSON"
+    grasp = sub.add_parser(
+        "grasp",
+        help="IRR, XRR and GAI of rater groups with permutation tests",
+        description="Give either --ratings (long item/rater/rating tables, optional --raters) or "
+        "--judgments (the evaluation's classification Parquet files: each (TM, CM, k) is a "
+        "judge rater '<tm>|<cm>|k<k>' rating each quadruplet switched / not_switched / "
+        "undetected, with attributes tm, cm, k, tm_kind, cm_kind).",
+    )
+    grasp_input = grasp.add_mutually_exclusive_group(required=True)
+    grasp_input.add_argument(
+        "--ratings", nargs="+", help="long tables (CSV/TSV/Parquet) or DICES JSON"
+    )
+    grasp_input.add_argument(
+        "--judgments",
+        nargs="+",
+        help="classification Parquet files of `splits classify` (one per TM, CM, k) or an "
+        "experiment's predictions.parquet: LLM judges as raters; writes ratings.parquet and "
+        "raters.parquet next to the results",
     )
     grasp.add_argument(
         "--raters", nargs="*", default=[], help="rater attribute tables (rater + attributes)"
+    )
+    grasp.add_argument(
+        "--judge-kinds",
+        type=_json_arg,
+        default={},
+        help="with --judgments: JSON {model: kind} (e.g. builtin / llm) for the tm_kind and "
+        "cm_kind attributes",
+    )
+    grasp.add_argument(
+        "--judge-undetected",
+        choices=["category", "missing"],
+        default="category",
+        help="with --judgments: an unreadable CM answer is the rating 'undetected' (category) "
+        "or a missing rating (missing)",
     )
     grasp.add_argument("--item-col", default="item")
     grasp.add_argument("--rater-col", default="rater")
@@ -314,14 +344,73 @@ def run_empathy(args) -> int:
 
 
 def run_grasp(args) -> int:
-    from splits.probes.grasp import (
-        dices_ratings,
-        grasp,
-        matrix_from_long,
-        overall_summary,
-        rater_groups,
-        read_table,
+    from splits.probes.grasp import grasp, matrix_from_long, overall_summary, rater_groups
+
+    out = Path(args.outdir)
+    if args.judgments:
+        if args.raters:
+            raise ConfigError("--raters: not used with --judgments (judges get their attributes)")
+        ratings, attributes = _judge_ratings(args)
+        write_parquet(ratings, out / "ratings.parquet")
+        write_parquet(attributes, out / "raters.parquet")
+    else:
+        ratings, attributes = _table_ratings(args)
+    matrix = matrix_from_long(ratings)
+    summary = overall_summary(matrix)
+    schema_groups = {"group": pl.String, "n_raters": pl.Int64, "reason": pl.String}
+    skipped: list[dict] = []
+    if attributes is not None:
+        attributes = attributes.filter(pl.col("rater").is_in(list(matrix.raters)))
+        groups, skipped = rater_groups(matrix.raters, attributes, args.min_raters, args.max_order)
+        table = grasp(matrix, groups, args.permutations, args.seed)
+    else:
+        table = grasp(matrix, [], args.permutations, args.seed)
+        log.info("grasp: no rater attributes: overall alpha only")
+    summary |= {
+        "n_groups": table.height,
+        "skipped_groups": skipped,
+        "permutations": args.permutations,
+    }
+    write_parquet(table, out / "groups.parquet")
+    write_parquet(pl.DataFrame(skipped, schema=schema_groups), out / "skipped_groups.parquet")
+    write_json(_plain(summary), out / "summary.json")
+    _bar_plot(
+        table["group"].to_list(),
+        table["gai"].to_list(),
+        out / "gai.png",
+        f"group association index (alpha over all raters {summary['alpha_all']:.3f})",
+        "GAI = IRR / XRR",
     )
+    log.info(
+        "grasp: %d raters, %d groups, alpha=%.3f",
+        len(matrix.raters),
+        table.height,
+        summary["alpha_all"],
+    )
+    return 0
+
+
+def _judge_ratings(args) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """--judgments: the evaluation's CM judgments as (long ratings, judge attributes)."""
+    from splits.probes.judges import judge_attributes, judgments_to_ratings, read_judgments
+
+    if not isinstance(args.judge_kinds, dict):
+        raise ConfigError("--judge-kinds: must be a JSON object {model: kind}")
+    judgments = read_judgments(args.judgments)
+    ratings = judgments_to_ratings(judgments, args.judge_undetected)
+    log.info(
+        "grasp: %d judgments by %d judges (%d ratings kept, undetected as %s)",
+        judgments.height,
+        ratings["rater"].n_unique(),
+        ratings.height,
+        args.judge_undetected,
+    )
+    return ratings, judge_attributes(judgments, args.judge_kinds)
+
+
+def _table_ratings(args) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """--ratings (and --raters): long tables and optional rater attribute tables."""
+    from splits.probes.grasp import dices_ratings, read_table
 
     frames = []
     for path in args.ratings:
@@ -342,44 +431,13 @@ def run_grasp(args) -> int:
             )
         )
     ratings = pl.concat(frames)
-    matrix = matrix_from_long(ratings)
-    summary = overall_summary(matrix)
-    schema_groups = {"group": pl.String, "n_raters": pl.Int64, "reason": pl.String}
-    skipped: list[dict] = []
-    if args.raters:
-        attributes = pl.concat(
-            [read_table(p).with_columns(pl.all().cast(pl.String)) for p in args.raters],
-            how="diagonal",
-        ).rename({args.rater_col: "rater"} if args.rater_col != "rater" else {})
-        attributes = attributes.filter(pl.col("rater").is_in(list(matrix.raters)))
-        groups, skipped = rater_groups(matrix.raters, attributes, args.min_raters, args.max_order)
-        table = grasp(matrix, groups, args.permutations, args.seed)
-    else:
-        table = grasp(matrix, [], args.permutations, args.seed)
-        log.info("grasp: no rater attributes: overall alpha only")
-    summary |= {
-        "n_groups": table.height,
-        "skipped_groups": skipped,
-        "permutations": args.permutations,
-    }
-    out = Path(args.outdir)
-    write_parquet(table, out / "groups.parquet")
-    write_parquet(pl.DataFrame(skipped, schema=schema_groups), out / "skipped_groups.parquet")
-    write_json(_plain(summary), out / "summary.json")
-    _bar_plot(
-        table["group"].to_list(),
-        table["gai"].to_list(),
-        out / "gai.png",
-        f"group association index (alpha over all raters {summary['alpha_all']:.3f})",
-        "GAI = IRR / XRR",
-    )
-    log.info(
-        "grasp: %d raters, %d groups, alpha=%.3f",
-        len(matrix.raters),
-        table.height,
-        summary["alpha_all"],
-    )
-    return 0
+    if not args.raters:
+        return ratings, None
+    attributes = pl.concat(
+        [read_table(p).with_columns(pl.all().cast(pl.String)) for p in args.raters],
+        how="diagonal",
+    ).rename({args.rater_col: "rater"} if args.rater_col != "rater" else {})
+    return ratings, attributes
 
 
 # --------------------------------------------------------------------------- personalization
