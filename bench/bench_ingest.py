@@ -4,8 +4,9 @@
     python bench/bench_ingest.py --mb 50            # quick check
     python bench/bench_ingest.py --mb 1000 4000     # the sizes (needs ~2x that on disk)
 
-Prints, per size: wall seconds, MB/s, CPU seconds (user+sys) and peak RSS of the ingest (its own
-subprocess; max RSS and CPU from wait4), the same for ConvoKit, and the ratio (wall and CPU).
+Prints, per size: wall seconds, MB/s, CPU seconds (user+sys), cores busy on average (CPU / wall)
+and peak RSS of the ingest (its own subprocess; max RSS and CPU from wait4), the same for
+ConvoKit, and the ratio (wall and CPU); the load average before and after.
 The CPU columns matter on a shared machine: under load the wall time says more about the other
 users than about the code. ConvoKit needs about 14x the file size in memory, so above
 --convokit-max-mb (default: what fits in a third of the available memory) it loads a smaller
@@ -102,7 +103,8 @@ def main() -> int:
     max_ck = args.convokit_max_mb or available_mb() / 3 / 14
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(
-        f"{'MB':>7} {'ingest s':>8} {'MB/s':>6} {'cpu s':>6} {'MB/cpu-s':>8} {'RSS MiB':>7} |"
+        f"{'MB':>7} {'ingest s':>8} {'MB/s':>6} {'cpu s':>6} {'MB/cpu-s':>8} {'cores':>5}"
+        f" {'RSS MiB':>7} |"
         f" {'convokit s':>10} {'cpu s':>7} {'RSS MiB':>7} | {'ratio':>6} {'cpu ratio':>9}"
     )
     ck_cache: dict[float, tuple[float, ...]] = {}
@@ -143,7 +145,7 @@ def main() -> int:
                 mark = "~"
         print(
             f"{size:7.1f} {t_ing:8.2f} {size / t_ing:6.1f} {cpu_ing:6.2f} {size / cpu_ing:8.1f}"
-            f" {rss_ing:7.0f} | {mark}{t_ck:9.2f} {cpu_ck:7.2f} {rss_ck:7.0f} |"
+            f" {cpu_ing / t_ing:5.2f} {rss_ing:7.0f} | {mark}{t_ck:9.2f} {cpu_ck:7.2f} {rss_ck:7.0f} |"
             f" {t_ck / t_ing:5.1f}x {cpu_ck / cpu_ing:8.1f}x",
             flush=True,
         )
@@ -151,6 +153,7 @@ def main() -> int:
             shutil.rmtree(root)
     if not args.workdir:
         shutil.rmtree(base, ignore_errors=True)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 
