@@ -42,6 +42,7 @@ import polars as pl
 from splits.config import ConfigError
 from splits.io import write_json, write_parquet
 from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
+from splits.sampling import RELEASE_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -442,15 +443,7 @@ def _lexical_factory(name: str, spec: Mapping[str, Any]) -> Backend:
 
 # --------------------------------------------------------------------------- evaluation rows
 
-REQUIRED_COLUMNS = (
-    "description",
-    "demographic_A",
-    "demographic_B",
-    "example_posts",
-    "sample_A",
-    "sample_B",
-    "switched",
-)
+REQUIRED_COLUMNS = tuple(RELEASE_COLUMNS)  # the public release's (version 4) columns
 
 
 def read_rows(path: str | Path) -> pl.DataFrame:
