@@ -462,7 +462,7 @@ def probes_grasp_names():
     return names + sorted(PROBES["grasp"]["inputs"])
 
 
-# GRASP on LLM judges (rule probe_grasp_judges): judges are few (TMs x CMs x ks), so a group of
+# GRASP on LLM judges (the probe_grasp_judges rule). Judges are few (TMs x CMs x ks), so a group of
 # two judges is analysed (probes.grasp.min_raters is for human rater pools).
 PROBES_JUDGES_MIN_RATERS = 2
 PROBES_JUDGES_OUTPUTS = [
