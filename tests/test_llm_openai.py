@@ -117,14 +117,25 @@ def test_backoff_grows_exponentially_with_jitter():
         model = load_model(
             "api", registry(server, backoff_base_s=base, backoff_max_s=cap, concurrency=1), None
         )
+        requested: list[float] = []
+
+        def recording_sleep(seconds: float) -> None:
+            requested.append(seconds)
+            time.sleep(seconds)
+
+        model.backend.sleep = recording_sleep
         model.generate([Request(prompt="x")])
         times = [c["t"] for c in server.calls()]
+    # the delays the backend chose: jitter factor in [0.5, 1) of base * 2**attempt
+    assert len(requested) == 4
+    for attempt, delay in enumerate(requested):
+        assert base * 2**attempt * 0.5 <= delay < base * 2**attempt, (attempt, requested)
+    # and the server saw the retries no sooner than that (a wall-clock upper bound would
+    # only measure how loaded the machine is)
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert len(gaps) == 4
-    for attempt, gap in enumerate(gaps):
-        # jitter factor in [0.5, 1): gap within [0.5, 1) * base * 2**attempt (+ slack for a
-        # loaded machine); the lower bounds alone show the doubling
-        assert base * 2**attempt * 0.5 <= gap <= base * 2**attempt + 0.3, (attempt, gaps)
+    for gap, delay in zip(gaps, requested, strict=True):
+        assert gap >= delay * 0.99, (gaps, requested)
     import random
 
     rng = random.Random(0)
