@@ -127,6 +127,37 @@ def bench_size(n_docs: int, args: argparse.Namespace, rng: np.random.Generator) 
         )
 
 
+def rss_mib() -> float:
+    """Resident memory of this process now (MiB), from /proc (Linux)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_rss_during(fn, *args, **kwargs):
+    """(result, seconds, peak RSS MiB) of ``fn``, RSS sampled every 50 ms by a thread: the
+    stage's own peak, not that of the corpus generation before it."""
+    import threading
+
+    peak = [rss_mib()]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], rss_mib())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result, seconds = timed(fn, *args, **kwargs)
+    finally:
+        done.set()
+        sampler.join()
+    return result, seconds, max(peak[0], rss_mib())
+
+
 def bench_retrieval(args: argparse.Namespace, rng: np.random.Generator) -> None:
     from splits import bm25
     from splits.config import Topic
@@ -153,10 +184,17 @@ def bench_retrieval(args: argparse.Namespace, rng: np.random.Generator) -> None:
         f"\n== retrieval: {n:,} posts, {args.topics} topics x {args.demographics} demographics "
         f"(corpus made in {time.perf_counter() - start:.1f} s)"
     )
-    table, seconds = timed(bm25.topic_splits, posts, topics, bm25.TopicSplitParams(top_k=3000))
+    before = rss_mib()
+    table, seconds, peak = peak_rss_during(
+        bm25.topic_splits, posts, topics, bm25.TopicSplitParams(top_k=3000)
+    )
     print(
         f"topic_splits (index + {args.topics} queries + per-group top 3000 + 25% cut): {seconds:8.1f} s, "
         f"{len(table):,} topic posts (target <= 600 s)"
+    )
+    print(
+        f"memory: {before:,.0f} MiB with the posts loaded, peak {peak:,.0f} MiB during topic_splits "
+        f"(+{peak - before:,.0f} MiB for the index and the queries)"
     )
 
 

@@ -69,6 +69,42 @@ def test_random_corpora_match_rank_bm25(seed):
     assert_same_as_rank_bm25(corpus, queries, index)
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("block_docs", [1, 7, 64])
+def test_index_built_in_blocks_matches_rank_bm25(seed, block_docs):
+    """The index is built block by block (bounded memory): term order, document lengths,
+    postings and the epsilon floor must not depend on where the blocks are cut. Empty
+    documents fall at block ends and some terms first appear in late blocks."""
+    rng = np.random.default_rng(100 + seed)
+    n_docs = int(rng.integers(20, 150))
+    vocab = [f"w{i}" for i in range(int(rng.integers(5, 80)))]
+    texts: list[str | None] = []
+    for i in range(n_docs):
+        if rng.random() < 0.15:
+            texts.append(rng.choice(["", None, "the and of"]))  # no tokens after stop words
+            continue
+        late = vocab[: max(2, len(vocab) * (i + 1) // n_docs)]  # the vocabulary grows
+        words = [late[int(j) % len(late)] for j in rng.zipf(1.3, size=int(rng.integers(1, 20)))]
+        words += ["w0", "w1"] if rng.random() < 0.8 else []  # negative idf, floored
+        texts.append(" ".join(words).upper() if rng.random() < 0.2 else " ".join(words))
+    corpus = [tokenize(t) for t in texts]
+    if not any(corpus):
+        texts[0], corpus[0] = "w0", ["w0"]
+    blocked = BM25Index.from_texts(texts, block_docs=block_docs)
+    whole = BM25Index.from_texts(texts, block_docs=n_docs)
+    assert blocked.vocabulary == whole.vocabulary  # first appearance over the whole corpus
+    assert np.array_equal(blocked.doc_len, whole.doc_len)
+    assert np.array_equal(blocked.weights.indptr, whole.weights.indptr)
+    assert np.array_equal(blocked.weights.indices, whole.weights.indices)
+    assert np.array_equal(blocked.weights.data, whole.weights.data)
+    assert blocked.average_idf == rank_bm25.BM25Okapi(corpus).average_idf
+    queries = [
+        [vocab[int(i)] for i in rng.integers(0, len(vocab), size=int(rng.integers(1, 10)))],
+        ["w0", "w1", "w0", vocab[-1], "unknown"],
+    ]
+    assert_same_as_rank_bm25(corpus, queries, blocked)
+
+
 def test_negative_average_idf_floor_is_reproduced():
     # every term in most documents: the mean idf is negative, so is the "floor"
     corpus = [["a", "b"], ["a", "b", "c"], ["a", "b"], ["a"], ["b", "c"]]
@@ -88,6 +124,10 @@ def test_dreaddit_matches_rank_bm25(dreaddit):
     corpus = [tokenize(t) for t in dreaddit]
     index = BM25Index.from_texts(dreaddit)  # the vectorised (polars) tokenisation path
     assert index.doc_len.tolist() == [len(d) for d in corpus]
+    blocked = BM25Index.from_texts(dreaddit, block_docs=333)  # 9 blocks, the last one short
+    assert blocked.vocabulary == index.vocabulary
+    assert np.array_equal(blocked.weights.data, index.weights.data)
+    assert np.array_equal(blocked.weights.indices, index.weights.indices)
     topics = load_topics("config/topics.yaml")
     queries = [query_tokens(t.keywords) for t in topics] + [
         tokenize("I am so stressed about money and rent and my job"),

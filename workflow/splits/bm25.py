@@ -49,6 +49,7 @@ from splits.io import read_json, write_parquet, write_text
 log = logging.getLogger(__name__)
 
 TOKEN_PATTERN = r"[^\W_]+"  # Python: letters (L*) and numbers (N*), i.e. \w without "_"
+BUILD_BLOCK_DOCS = 200_000  # documents tokenised at once while building an index
 POLARS_TOKEN_PATTERN = r"[\p{L}\p{N}]+"  # the same class for polars' (Rust) regex engine
 _TOKEN_RE = re.compile(TOKEN_PATTERN)
 
@@ -149,14 +150,21 @@ class BM25Index:
         k1: float = K1,
         b: float = B,
         epsilon: float = EPSILON,
+        block_docs: int = BUILD_BLOCK_DOCS,
     ) -> BM25Index:
-        """Index raw texts with the module's tokeniser (vectorised with polars)."""
+        """Index raw texts with the module's tokeniser (vectorised with polars), ``block_docs``
+        documents at a time so that memory holds one block's tokens, not the corpus's."""
         series = (
             texts
             if isinstance(texts, pl.Series)
             else pl.Series("text", list(texts), dtype=pl.String)
         )
-        return cls._from_token_frame(_token_frame(series), len(series), k1, b, epsilon)
+        block_docs = max(int(block_docs), 1)
+        blocks = (
+            (start, _token_frame(series.slice(start, block_docs)))
+            for start in range(0, len(series), block_docs)
+        )
+        return cls._from_token_blocks(blocks, len(series), k1, b, epsilon)
 
     @classmethod
     def from_token_lists(
@@ -168,45 +176,87 @@ class BM25Index:
         frame = pl.DataFrame(
             {"doc": pl.Series(docs, dtype=pl.UInt32), "tok": pl.Series(tokens, dtype=pl.String)}
         )
-        return cls._from_token_frame(frame, len(corpus), k1, b, epsilon)
+        return cls._from_token_blocks([(0, frame)], len(corpus), k1, b, epsilon)
 
     @classmethod
-    def _from_token_frame(
-        cls, frame: pl.DataFrame, n_docs: int, k1: float, b: float, epsilon: float
+    def _from_token_blocks(
+        cls,
+        blocks: Iterable[tuple[int, pl.DataFrame]],
+        n_docs: int,
+        k1: float,
+        b: float,
+        epsilon: float,
     ) -> BM25Index:
+        """The index from ``(first doc, (doc, tok) rows)`` blocks in document order, each
+        block's doc ids local (from 0). Term ids follow first appearance over the whole corpus
+        (rank_bm25's dict order, which fixes the float sum behind the epsilon floor). Each
+        block leaves only its postings (term, doc, tf), sorted by (term, doc); they
+        are then placed straight into CSC order with one cursor per term, so the peak is about
+        24 bytes per posting plus one block's tokens."""
         if n_docs == 0:
             raise ValueError("cannot build a BM25 index over zero documents")
-        vocab = frame.get_column("tok").unique(maintain_order=True)  # first-appearance order
-        vocab_frame = pl.DataFrame({"tok": vocab}).with_row_index("term")
-        doc_of_token = frame.get_column("doc").to_numpy().astype(np.int64)
-        doc_len = np.bincount(doc_of_token, minlength=n_docs).astype(np.int64)
-        term_of_token = (
-            frame.select("tok")
-            .join(vocab_frame, on="tok", how="left", maintain_order="left")
-            .get_column("term")
-            .to_numpy()
-            .astype(np.int64)
-        )
-        # postings sorted by (term, doc) with their term frequencies, in one integer sort
-        keys, counts = np.unique(term_of_token * n_docs + doc_of_token, return_counts=True)
-        term, doc = np.divmod(keys, n_docs)
-        tf = counts.astype(np.float64)
-        n_terms = len(vocab)
+        vocab = pl.DataFrame(schema={"tok": pl.String, "term": pl.Int64})
+        doc_len = np.zeros(n_docs, dtype=np.int64)
+        doc_dtype = np.int32 if n_docs < np.iinfo(np.int32).max else np.int64
+        postings: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for start, frame in blocks:
+            if frame.height == 0:
+                continue
+            # new terms of this block, in first-appearance order, after every earlier term
+            first_seen = frame.get_column("tok").unique(maintain_order=True)
+            new = first_seen.filter(~first_seen.is_in(vocab.get_column("tok").implode()))
+            if new.len():
+                added = pl.DataFrame({"tok": new}).with_row_index("term", offset=vocab.height)
+                vocab = pl.concat([vocab, added.select("tok", pl.col("term").cast(pl.Int64))])
+            local_doc = frame.get_column("doc").to_numpy().astype(np.int64)
+            block_len = int(local_doc.max()) + 1
+            doc_len[start : start + block_len] += np.bincount(local_doc, minlength=block_len)
+            term_of_token = (
+                frame.select("tok")
+                .join(vocab, on="tok", how="left", maintain_order="left")
+                .get_column("term")
+                .to_numpy()
+            )
+            keys, counts = np.unique(term_of_token * block_len + local_doc, return_counts=True)
+            term, doc = np.divmod(keys, block_len)
+            postings.append(
+                (term.astype(np.int64), (doc + start).astype(doc_dtype), counts.astype(np.int32))
+            )
+            del frame, local_doc, term_of_token, keys, counts, term, doc
+        n_terms = vocab.height
+        doc_freq = np.zeros(n_terms, dtype=np.int64)
+        for term, _, _ in postings:
+            doc_freq += np.bincount(term, minlength=n_terms)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(doc_freq, out=indptr[1:])
+        n_postings = int(indptr[-1])
+        index_dtype = np.int32 if max(n_postings, n_docs) < np.iinfo(np.int32).max else np.int64
         avgdl = int(doc_len.sum()) / n_docs
         # the same float operations, in the same order, as rank_bm25's get_scores
         length_norm = (
             k1 * (1 - b + b * doc_len / avgdl) if avgdl > 0 else np.full(n_docs, k1 * (1 - b))
         )
-        weight = tf * (k1 + 1) / (tf + length_norm[doc])
-        doc_freq = np.bincount(term, minlength=n_terms)
+        indices = np.empty(n_postings, dtype=index_dtype)
+        weight = np.empty(n_postings, dtype=np.float64)
+        cursor = indptr[:-1].copy()  # next free slot of each term
+        while postings:
+            term, doc, tf_count = postings.pop(0)  # blocks in doc order: docs ascend per term
+            run_start = np.flatnonzero(np.r_[True, term[1:] != term[:-1]])
+            run_len = np.diff(np.r_[run_start, len(term)])
+            rank = np.arange(len(term)) - np.repeat(run_start, run_len)
+            slot = cursor[term] + rank
+            cursor[term[run_start]] += run_len
+            tf = tf_count.astype(np.float64)
+            indices[slot] = doc
+            weight[slot] = tf * (k1 + 1) / (tf + length_norm[doc])
         idf_raw = _idf(doc_freq, n_docs)
         average_idf = float(np.cumsum(idf_raw)[-1]) / n_terms if n_terms else 0.0
         idf = np.where(idf_raw < 0, epsilon * average_idf, idf_raw)
-        indptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(doc_freq, out=indptr[1:])
-        weights = sp.csc_matrix((weight, doc, indptr), shape=(n_docs, n_terms))
+        weights = sp.csc_matrix(
+            (weight, indices, indptr.astype(index_dtype)), shape=(n_docs, n_terms), copy=False
+        )
         return cls(
-            vocabulary=dict(zip(vocab.to_list(), range(n_terms), strict=True)),
+            vocabulary=dict(zip(vocab.get_column("tok").to_list(), range(n_terms), strict=True)),
             idf=idf,
             weights=weights,
             doc_len=doc_len,
