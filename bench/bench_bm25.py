@@ -127,35 +127,24 @@ def bench_size(n_docs: int, args: argparse.Namespace, rng: np.random.Generator) 
         )
 
 
-def rss_mib() -> float:
-    """Resident memory of this process now (MiB), from /proc (Linux)."""
+def proc_status_mib(field: str) -> float:
+    """A memory field of /proc/self/status (VmRSS, VmHWM) in MiB (Linux)."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
 
-def peak_rss_during(fn, *args, **kwargs):
-    """(result, seconds, peak RSS MiB) of ``fn``, RSS sampled every 50 ms by a thread: the
-    stage's own peak, not that of the corpus generation before it."""
-    import threading
-
-    peak = [rss_mib()]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.05):
-            peak[0] = max(peak[0], rss_mib())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        result, seconds = timed(fn, *args, **kwargs)
-    finally:
-        done.set()
-        sampler.join()
-    return result, seconds, max(peak[0], rss_mib())
+def timed_with_peak_rss(fn, *args, **kwargs):
+    """(result, seconds, RSS before MiB, peak RSS MiB) of ``fn``: the kernel's high-water mark
+    is reset first (``5`` into /proc/self/clear_refs), so the peak is the call's own, not
+    that of the corpus generation before it, and no short spike is missed."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    before = proc_status_mib("VmRSS")
+    result, seconds = timed(fn, *args, **kwargs)
+    return result, seconds, before, proc_status_mib("VmHWM")
 
 
 def bench_retrieval(args: argparse.Namespace, rng: np.random.Generator) -> None:
@@ -184,8 +173,7 @@ def bench_retrieval(args: argparse.Namespace, rng: np.random.Generator) -> None:
         f"\n== retrieval: {n:,} posts, {args.topics} topics x {args.demographics} demographics "
         f"(corpus made in {time.perf_counter() - start:.1f} s)"
     )
-    before = rss_mib()
-    table, seconds, peak = peak_rss_during(
+    table, seconds, before, peak = timed_with_peak_rss(
         bm25.topic_splits, posts, topics, bm25.TopicSplitParams(top_k=3000)
     )
     print(

@@ -79,6 +79,7 @@ whither who whoever whole whom whose why will with within without would yet you 
 yourself yourselves
 """.split()
 )
+_STOP_WORDS_SERIES = pl.Series("stop", sorted(ENGLISH_STOP_WORDS), dtype=pl.String)
 
 K1 = 1.5
 B = 0.75
@@ -102,7 +103,6 @@ def query_tokens(keywords: Iterable[str]) -> list[str]:
 
 def _token_frame(texts: pl.Series) -> pl.DataFrame:
     """(doc, tok) rows in document order and, within a document, text order."""
-    stop = pl.Series(sorted(ENGLISH_STOP_WORDS), dtype=pl.String)
     return (
         pl.DataFrame({"text": texts.cast(pl.String)})
         .with_row_index("doc")
@@ -115,7 +115,7 @@ def _token_frame(texts: pl.Series) -> pl.DataFrame:
             .alias("tok"),
         )
         .explode("tok")
-        .filter(pl.col("tok").is_not_null() & ~pl.col("tok").is_in(stop.implode()))
+        .filter(pl.col("tok").is_not_null() & ~pl.col("tok").is_in(_STOP_WORDS_SERIES.implode()))
     )
 
 
@@ -190,61 +190,39 @@ class BM25Index:
         """The index from ``(first doc, (doc, tok) rows)`` blocks in document order, each
         block's doc ids local (from 0). Term ids follow first appearance over the whole corpus
         (rank_bm25's dict order, which fixes the float sum behind the epsilon floor). Each
-        block leaves only its postings (term, doc, tf), sorted by (term, doc); they
-        are then placed straight into CSC order with one cursor per term, so the peak is about
-        24 bytes per posting plus one block's tokens."""
+        block leaves only its postings (term, doc, tf: 12 bytes each), sorted by (term, doc);
+        they are then placed straight into CSC order (12 bytes each) with one cursor per term,
+        so the peak is at most 24 bytes per posting plus one block's tokens."""
         if n_docs == 0:
             raise ValueError("cannot build a BM25 index over zero documents")
         vocab = pl.DataFrame(schema={"tok": pl.String, "term": pl.Int64})
         doc_len = np.zeros(n_docs, dtype=np.int64)
-        doc_dtype = np.int32 if n_docs < np.iinfo(np.int32).max else np.int64
         postings: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for start, frame in blocks:
-            if frame.height == 0:
-                continue
-            # new terms of this block, in first-appearance order, after every earlier term
-            first_seen = frame.get_column("tok").unique(maintain_order=True)
-            new = first_seen.filter(~first_seen.is_in(vocab.get_column("tok").implode()))
-            if new.len():
-                added = pl.DataFrame({"tok": new}).with_row_index("term", offset=vocab.height)
-                vocab = pl.concat([vocab, added.select("tok", pl.col("term").cast(pl.Int64))])
-            local_doc = frame.get_column("doc").to_numpy().astype(np.int64)
-            block_len = int(local_doc.max()) + 1
-            doc_len[start : start + block_len] += np.bincount(local_doc, minlength=block_len)
-            term_of_token = (
-                frame.select("tok")
-                .join(vocab, on="tok", how="left", maintain_order="left")
-                .get_column("term")
-                .to_numpy()
-            )
-            keys, counts = np.unique(term_of_token * block_len + local_doc, return_counts=True)
-            term, doc = np.divmod(keys, block_len)
-            postings.append(
-                (term.astype(np.int64), (doc + start).astype(doc_dtype), counts.astype(np.int32))
-            )
-            del frame, local_doc, term_of_token, keys, counts, term, doc
+            if frame.height:
+                vocab, block = _block_postings(frame, start, vocab, doc_len)
+                postings.append(block)
         n_terms = vocab.height
         doc_freq = np.zeros(n_terms, dtype=np.int64)
         for term, _, _ in postings:
             doc_freq += np.bincount(term, minlength=n_terms)
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(doc_freq, out=indptr[1:])
-        n_postings = int(indptr[-1])
-        index_dtype = np.int32 if max(n_postings, n_docs) < np.iinfo(np.int32).max else np.int64
+        index_dtype = _id_dtype(max(int(indptr[-1]), n_docs))
         avgdl = int(doc_len.sum()) / n_docs
         # the same float operations, in the same order, as rank_bm25's get_scores
         length_norm = (
             k1 * (1 - b + b * doc_len / avgdl) if avgdl > 0 else np.full(n_docs, k1 * (1 - b))
         )
-        indices = np.empty(n_postings, dtype=index_dtype)
-        weight = np.empty(n_postings, dtype=np.float64)
+        indices = np.empty(int(indptr[-1]), dtype=index_dtype)
+        weight = np.empty(int(indptr[-1]), dtype=np.float64)
         cursor = indptr[:-1].copy()  # next free slot of each term
-        while postings:
-            term, doc, tf_count = postings.pop(0)  # blocks in doc order: docs ascend per term
+        postings.reverse()
+        while postings:  # blocks in doc order, so docs ascend within each term's slots
+            term, doc, tf_count = postings.pop()
             run_start = np.flatnonzero(np.r_[True, term[1:] != term[:-1]])
             run_len = np.diff(np.r_[run_start, len(term)])
-            rank = np.arange(len(term)) - np.repeat(run_start, run_len)
-            slot = cursor[term] + rank
+            slot = cursor[term] + np.arange(len(term)) - np.repeat(run_start, run_len)
             cursor[term[run_start]] += run_len
             tf = tf_count.astype(np.float64)
             indices[slot] = doc
@@ -325,6 +303,40 @@ def _idf(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:
     distinct, inverse = np.unique(doc_freq, return_inverse=True)
     values = np.array([math.log(n_docs - f + 0.5) - math.log(f + 0.5) for f in distinct.tolist()])
     return values[inverse] if len(distinct) else np.zeros(0)
+
+
+def _id_dtype(largest: int) -> type:
+    """int32 for ids and offsets below 2**31 - 1, else int64."""
+    return np.int32 if largest < np.iinfo(np.int32).max else np.int64
+
+
+def _block_postings(
+    frame: pl.DataFrame, start: int, vocab: pl.DataFrame, doc_len: np.ndarray
+) -> tuple[pl.DataFrame, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """One block of (local doc, tok) rows: the vocabulary extended by the block's new terms (in
+    first-appearance order, after every earlier term), its documents' lengths added into
+    ``doc_len`` and its postings (term, global doc, tf) sorted by (term, doc)."""
+    first_seen = frame.get_column("tok").unique(maintain_order=True)
+    new = first_seen.filter(~first_seen.is_in(vocab.get_column("tok").implode()))
+    if new.len():
+        added = pl.DataFrame({"tok": new}).with_row_index("term", offset=vocab.height)
+        vocab = pl.concat([vocab, added.select("tok", pl.col("term").cast(pl.Int64))])
+    local_doc = frame.get_column("doc").to_numpy().astype(np.int64)
+    block_len = int(local_doc.max()) + 1
+    doc_len[start : start + block_len] += np.bincount(local_doc, minlength=block_len)
+    term_of_token = (
+        frame.select("tok")
+        .join(vocab, on="tok", how="left", maintain_order="left")
+        .get_column("term")
+        .to_numpy()
+    )
+    keys, counts = np.unique(term_of_token * block_len + local_doc, return_counts=True)
+    term, doc = np.divmod(keys, block_len)
+    return vocab, (
+        term.astype(_id_dtype(vocab.height)),
+        (doc + start).astype(_id_dtype(len(doc_len))),
+        counts.astype(np.int32),
+    )
 
 
 def top_k(doc_ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
