@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from splits.config import ConfigError
-from splits.probes.stats import benjamini_hochberg, one_sided_permutation_p
+from splits.stats import benjamini_hochberg, one_sided_permutation_p
 
 log = logging.getLogger(__name__)
 
