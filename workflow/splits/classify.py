@@ -50,6 +50,7 @@ from splits.config import (
 from splits.io import write_json, write_parquet
 from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
 from splits.sampling import RELEASE_COLUMNS
+from splits.text import STOP_WORDS, words
 
 log = logging.getLogger(__name__)
 
@@ -289,48 +290,20 @@ def answer_text(set1_letter: str, explanation: str) -> str:
 
 # --------------------------------------------------------------------------- words
 
-TOKEN = re.compile(r"[a-z0-9][a-z0-9']*[a-z0-9]|[a-z0-9]")
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are aren't as at be because been before
-    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
-    don't down during each few for from further had hadn't has hasn't have haven't having he he'd
-    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into
-    is isn't it it's its itself let's me more most mustn't my myself no nor not of off on once only
-    or other ought our ours ourselves out over own same shan't she she'd she'll she's should
-    shouldn't so some such than that that's the their theirs them themselves then there there's
-    these they they'd they'll they're they've this those through to too under until up very was
-    wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while
-    who who's whom why why's with won't would wouldn't you you'd you'll you're you've your yours
-    yourself yourselves just also like get got really one would will im dont thats its ive can
-    even much many still well way go going know think make made lot things thing something people
-    s t re ve ll d m""".split()
-)
-
-
-def tokens(text: str) -> list[str]:
-    """Lowercased word tokens (letters, digits, inner apostrophes)."""
-    return TOKEN.findall(str(text).lower())
-
-
 _PUNCTUATION = re.compile(r"[,.;:!?()\[\]\"\n]+")
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _is_content(token: str) -> bool:
-    return token not in STOPWORDS and len(token) > 1 and not token.isdigit()
-
-
-def content_tokens(text: str) -> list[str]:
-    return [t for t in tokens(text) if _is_content(t)]
+    return token not in STOP_WORDS and len(token) > 1 and not token.isdigit()
 
 
 def content_terms(text: str, bigrams: bool = True) -> list[str]:
     """Content words, plus (with ``bigrams``) each pair of adjacent content words as "w1 w2"."""
-    out = [t for t in tokens(text) if _is_content(t)]
+    out = [t for t in words(text) if _is_content(t)]
     if bigrams:
         for chunk in _PUNCTUATION.split(str(text)):  # a pair never spans punctuation
-            raw = tokens(chunk)
+            raw = words(chunk)
             out += [
                 f"{a} {b}"
                 for a, b in zip(raw, raw[1:], strict=False)
@@ -389,7 +362,7 @@ def statements_by_group(
 
 
 def _name_words(names: Iterable[str]) -> set[str]:
-    return {t for n in names for t in tokens(n)}
+    return {t for n in names for t in words(n)}
 
 
 def lexical_decision(payload: Mapping[str, Any]) -> tuple[str, str]:

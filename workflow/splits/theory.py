@@ -47,6 +47,7 @@ from splits.classify import (
 from splits.config import TM_SLOTS, ConfigError, InputError
 from splits.io import write_json, write_parquet
 from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
+from splits.text import words
 
 log = logging.getLogger(__name__)
 
@@ -382,16 +383,14 @@ def oracle_theory(
             "which these evaluation rows lack (the public release has none)"
         )
     posts = payload.get("posts") or []
-    from splits.classify import tokens
-
-    exclude = set(tokens(payload.get("group_a", ""))) | set(tokens(payload.get("group_b", "")))
-    words = distinctive_words(posts, labels, n_words, prior_strength, exclude, bigrams)
+    exclude = set(words(payload.get("group_a", ""))) | set(words(payload.get("group_b", "")))
+    distinctive = distinctive_words(posts, labels, n_words, prior_strength, exclude, bigrams)
     lines = []
     for letter, key in (("A", "group_a"), ("B", "group_b")):
-        if words[letter]:
+        if distinctive[letter]:
             lines.append(
                 f"Group {letter} ({payload.get(key, letter)}) posts use words like: "
-                + ", ".join(words[letter])
+                + ", ".join(distinctive[letter])
             )
     return "\n".join(lines)
 
