@@ -14,7 +14,9 @@ import random
 import time
 from pathlib import Path
 
-from splits.classify import CM_SLOTS, cm_slot_values, lexical_decision, parse_answer, parse_template
+from splits.classify import cm_slot_values, lexical_decision, parse_answer
+from splits.config import CM_SLOTS
+from splits.evaluation import parse_template
 
 PAPER = (
     Path(__file__).resolve().parents[2]

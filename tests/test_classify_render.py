@@ -5,18 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from splits.classify import (
-    CM_SLOTS,
-    LexicalCM,
-    cm_slot_values,
-    format_theory,
-    lexical_decision,
-    load_template,
-    parse_answer,
-    parse_template,
-    statements_by_group,
-)
-from splits.config import ConfigError
+from splits.classify import LexicalCM, cm_slot_values, lexical_decision, parse_answer
+from splits.config import CM_SLOTS, ConfigError
+from splits.evaluation import format_theory, load_template, parse_template, statements_by_group
 from splits.llm.base import Request
 from splits.theory import normalise_quadruplets
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from splits.classify import content_terms
-from splits.text import STOP_WORDS, content_words, words
+from splits.text import STOP_WORDS, content_terms, content_words, words
 
 
 def test_words_split_on_anything_but_letters_and_digits():

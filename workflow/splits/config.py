@@ -512,7 +512,7 @@ def check_prompt_templates(config: dict) -> None:
             continue
         text = file.read_text(encoding="utf-8")
         if FSTRING_START.match(text):
-            from splits.classify import parse_template  # the f-string reader, only when needed
+            from splits.evaluation import parse_template  # the f-string reader, only when needed
 
             try:
                 parse_template(text, f"{key}: {path}", slots)

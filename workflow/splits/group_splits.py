@@ -26,8 +26,8 @@ from typing import Any
 
 import polars as pl
 
-from splits.classify import read_rows
 from splits.config import ConfigError
+from splits.evaluation import read_rows
 from splits.io import write_text
 from splits.metrics import SPLITS, markdown_table, split_frame, write_csv
 from splits.stats import benjamini_hochberg, sign_flip_test, wilson_interval

@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.classify import display_names, group_names, read_rows, statements_by_group
 from splits.config import ConfigError
+from splits.evaluation import display_names, group_names, read_rows, statements_by_group
 from splits.io import write_json, write_text
 
 log = logging.getLogger(__name__)

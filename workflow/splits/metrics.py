@@ -24,8 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
-from splits.classify import read_rows
 from splits.config import ConfigError
+from splits.evaluation import read_rows
 from splits.io import write_json, write_parquet, write_text
 from splits.stats import benjamini_hochberg, mcnemar_exact, sign_flip_test, wilson_interval
 

@@ -10,12 +10,14 @@
 - ``STOP_WORDS``: the one English stop-word list of the project (the Glasgow IR group's list as
   shipped by scikit-learn).
 
-The builtin lexical TM and CM (``splits.classify``) read the same ``words``, keep a word when it
-is not a stop word, has two characters or more and is not a number, and add adjacent pairs.
+- ``content_terms``: the terms the builtin lexical TM and CM compare: ``words`` that are not stop
+  words, have two characters or more and are not numbers, plus adjacent pairs of them within a
+  stretch of text without punctuation.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 import polars as pl
@@ -64,3 +66,25 @@ def words(text: str | None) -> list[str]:
 def content_words(text: str | None) -> list[str]:
     """``words`` without the stop words (the BM25 tokens of a document or keyword phrase)."""
     return [t for t in words(text) if t not in STOP_WORDS]
+
+
+_PUNCTUATION = re.compile(r"[,.;:!?()\[\]\"\n]+")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _is_content(token: str) -> bool:
+    return token not in STOP_WORDS and len(token) > 1 and not token.isdigit()
+
+
+def content_terms(text: str, bigrams: bool = True) -> list[str]:
+    """Content words, plus (with ``bigrams``) each pair of adjacent content words as "w1 w2"."""
+    out = [t for t in words(text) if _is_content(t)]
+    if bigrams:
+        for chunk in _PUNCTUATION.split(str(text)):  # a pair never spans punctuation
+            raw = words(chunk)
+            out += [
+                f"{a} {b}"
+                for a, b in zip(raw, raw[1:], strict=False)
+                if _is_content(a) and _is_content(b)
+            ]
+    return out

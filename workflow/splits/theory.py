@@ -33,21 +33,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.classify import (
+from splits.config import TM_SLOTS, ConfigError, InputError
+from splits.evaluation import (
     MAX_POST_CHARS,
     REQUIRED_COLUMNS,
     PromptTemplate,
     check_builtin_keys,
-    content_terms,
     display_names,
     load_template,
     model_registry,
     read_rows,
 )
-from splits.config import TM_SLOTS, ConfigError, InputError
 from splits.io import write_json, write_parquet
 from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
-from splits.text import words
+from splits.text import content_terms, words
 
 log = logging.getLogger(__name__)
 

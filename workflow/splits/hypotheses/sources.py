@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.classify import load_template
 from splits.config import ConfigError
+from splits.evaluation import load_template
 from splits.hypotheses.lexicon import Cleaner, entry_tokens, stable_id
 from splits.llm.base import Request, SamplingParams
 from splits.text import STOP_WORDS
