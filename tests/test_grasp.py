@@ -15,7 +15,6 @@ from splits.config import ConfigError
 from splits.probes.grasp import (
     METRICS,
     RatingMatrix,
-    cross_replication_reliability,
     dices_ratings,
     dsi_table,
     grasp,
@@ -23,8 +22,21 @@ from splits.probes.grasp import (
     krippendorff_alpha_nominal,
     matrix_from_long,
     rater_groups,
+    xrr_from_counts,
 )
 from splits.stats import one_sided_permutation_p
+
+
+def cross_replication_reliability(codes_x, codes_y, n_categories: int) -> float:
+    """XRR between two code matrices over the same items (items x raters_x, items x raters_y),
+    through the stage's count-based ``xrr_from_counts``."""
+
+    def count(codes):
+        return np.stack(
+            [(np.asarray(codes) == c).sum(axis=1) for c in range(n_categories)], axis=-1
+        )
+
+    return float(xrr_from_counts(count(codes_x), count(codes_y)))
 
 
 def _oracle(codes: np.ndarray) -> float:

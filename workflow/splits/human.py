@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 MEASURES = ("relevance", "centrality", "unexpectedness", "specificity")
 SIGNED_MEASURES = ("relevance", "centrality")
 PLAIN_MEASURES = ("unexpectedness", "specificity")
-PART_MEASURES = {"part1": SIGNED_MEASURES, "part2": PLAIN_MEASURES}
 STATEMENTS_PER_GROUP = 3
 HUMAN_STREAM = 0x4A11
 

@@ -640,16 +640,6 @@ def read_titles(source: _Source, chunk_bytes: int = 1 << 24) -> pl.DataFrame:
     )
 
 
-def write_titles(source: _Source, parts_dir: Path, chunk_bytes: int = 1 << 24) -> list[Path]:
-    """The titles of :func:`read_titles` as an Arrow IPC file in ``parts_dir``."""
-    titles = read_titles(source, chunk_bytes)
-    if titles.height == 0:
-        return []
-    path = parts_dir / "titles-00000.arrow"
-    titles.write_ipc(path)
-    return [path]
-
-
 class TitleIndex:
     """Titles looked up by conversation id without a join per chunk: the 64-bit hashes of the
     ids, sorted, are binary-searched (numpy) and every hit is confirmed on the id itself."""
@@ -966,11 +956,6 @@ class Cleaner:
                 counts[r] += int(n)
             frame = frame.filter(pl.col("_reason").is_null())
         return frame.select(self._posts)
-
-
-def clean_chunk(raw: pl.DataFrame, bots: set[str], counts: Counter) -> pl.DataFrame:
-    """One raw chunk cleaned (no titles to look up): see :class:`Cleaner`."""
-    return Cleaner(bots, None, counts)(raw)
 
 
 # --------------------------------------------------------------------------- duplicates

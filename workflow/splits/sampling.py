@@ -63,10 +63,6 @@ QUADRUPLET_SCHEMA = {
 }
 
 
-class QuadrupletValidationError(RuntimeError):
-    """The sampled quadruplets break an invariant (a bug, never a user error)."""
-
-
 @dataclass(frozen=True)
 class Pool:
     post_ids: np.ndarray  # str objects, sorted
@@ -412,12 +408,6 @@ def warn_empty_pairs(quadruplets: pl.DataFrame, pools: pl.DataFrame, k: int) -> 
         )
         empty.append(f"{a}/{b}")
     return sorted(empty)
-
-
-def check_quadruplets(quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k: int) -> None:
-    problems = validate_quadruplets(quadruplets, topic_posts, k)
-    if problems:
-        raise QuadrupletValidationError("; ".join(problems))
 
 
 def summary(quadruplets: pl.DataFrame) -> dict[str, object]:

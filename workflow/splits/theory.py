@@ -22,7 +22,6 @@ message (or as a raw completion with ``--raw-prompt``). Builtin TMs:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 from collections import Counter
@@ -610,7 +609,3 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "subsample":
         return run_subsample(args)
     return run_generate(args)
-
-
-def registry_json(spec: Mapping[str, Any]) -> str:
-    return json.dumps(dict(spec), sort_keys=True)

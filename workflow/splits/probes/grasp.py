@@ -153,16 +153,6 @@ def xrr_from_counts(counts_x: np.ndarray, counts_y: np.ndarray) -> np.ndarray:
     return np.where(both.any(axis=-1) & (d_e > 0), kappa, np.nan)
 
 
-def cross_replication_reliability(
-    codes_x: np.ndarray, codes_y: np.ndarray, n_categories: int
-) -> float:
-    """XRR between two code matrices over the same items (items x raters_x, items x raters_y)."""
-    count = lambda codes: np.stack(  # noqa: E731
-        [(np.asarray(codes) == c).sum(axis=1) for c in range(n_categories)], axis=-1
-    )
-    return float(xrr_from_counts(count(codes_x), count(codes_y)))
-
-
 def _mean_over(values: np.ndarray, where: np.ndarray) -> np.ndarray:
     """Mean of ``values`` over the last axis where ``where`` holds; NaN where nothing does."""
     count = where.sum(axis=-1)
