@@ -1,6 +1,6 @@
 """Benchmark of the evaluation's per-row work: CM prompt rendering (ours: parsed template,
 concatenation) against the public evaluator's way (``eval`` of the f-string file per row), and
-answer parsing (ours, robust) against SPEC 2.9's literal rule, plus the builtin lexical CM.
+answer parsing (ours, robust) against docs/method.md §2.9's literal rule, plus the builtin lexical CM.
 
     python bench/bench_evaluation.py --rows 20000
 

@@ -272,7 +272,7 @@ def _plurality(values: list[int]) -> float:
 
 
 def _oracle_metrics(codes: np.ndarray, members: np.ndarray, n_cat: int, smoothing: float):
-    """The in-group and cross-group metrics item by item from their definitions (SPEC 3.2),
+    """The in-group and cross-group metrics item by item from their definitions (docs/method.md §3.2),
     with scipy's entropies and the krippendorff package."""
     plurality, negentropy, cross = [], [], []
     votes = [[], []]

@@ -1,4 +1,4 @@
-"""Ingest (SPEC 2.1): reference corpus vs ConvoKit, bad input accounted exactly, formats, merge,
+"""Ingest (docs/method.md §2.1): reference corpus vs ConvoKit, bad input accounted exactly, formats, merge,
 config errors."""
 
 from __future__ import annotations

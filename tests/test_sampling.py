@@ -1,4 +1,4 @@
-"""Quadruplet sampling (SPEC 2.7): property-based tests with hypothesis and the validator."""
+"""Quadruplet sampling (docs/method.md §2.7): property-based tests with hypothesis and the validator."""
 
 from __future__ import annotations
 

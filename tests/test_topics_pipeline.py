@@ -61,7 +61,7 @@ def test_export_has_no_raw_authors(results):
 def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, results):
     """The pipeline's sharded BM25 stage against rank_bm25.BM25Okapi over the union of every
     demographic's posts above its threshold (one index, post-id order), then the top K per
-    (demographic, topic) with ties by post id and the pooled cut, written here from SPEC 2.6."""
+    (demographic, topic) with ties by post id and the pooled cut, written here from docs/method.md §2.6."""
     import json
     import math
 

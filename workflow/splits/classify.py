@@ -1,4 +1,4 @@
-"""Classification-model (CM) stage of the Group Theorization evaluation (SPEC 2.9).
+"""Classification-model (CM) stage of the Group Theorization evaluation (docs/method.md §2.9).
 
 The CM gets the theory, the two demographic labels and two unlabeled post sets (one by A, one by
 B; ``switched`` says whether Post Set 1 is B's) and must say which set is which group's.
@@ -157,7 +157,7 @@ def parse_answer(
     names_a: Iterable[str] = (),
     names_b: Iterable[str] = (),
 ) -> ParsedAnswer:
-    """Parse a CM answer (SPEC 2.9, made robust).
+    """Parse a CM answer (docs/method.md §2.9, made robust).
 
     Each line ``Post Set N: value`` (any case, markdown emphasis, numbering, missing space after
     the colon) is read; the value names a group by letter (``A``, ``Group B``, ``<A>``,

@@ -1,4 +1,4 @@
-"""Human validation of theories (SPEC 2.11, paper Appendix C). Command line only.
+"""Human validation of theories (docs/method.md §2.11, paper Appendix C). Command line only.
 
 ``splits human export``: annotation sheets in the paper's design.
 

@@ -1,4 +1,4 @@
-"""Ingest one input shard (SPEC 2.1): a ConvoKit corpus directory or ``.corpus.zip``, or a
+"""Ingest one input shard (docs/method.md §2.1): a ConvoKit corpus directory or ``.corpus.zip``, or a
 Pushshift / Arctic-Shift NDJSON file -> the posts table of that shard and its ingest report.
 
 Files are decompressed by content (magic bytes, not the name): zstd, gzip, bzip2, xz, or plain;
@@ -76,7 +76,7 @@ from polars.io.plugins import register_io_source
 from splits.config import ConfigError, InputError
 from splits.io import remove_stale_temporaries, write_json, write_parquet
 
-try:  # orjson is ~3x faster on the slow (per-line) path; the stdlib is the fallback
+try:  # orjson is faster on the slow (per-line) path; the stdlib is the fallback
     import orjson
 
     _loads = orjson.loads

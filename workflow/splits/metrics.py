@@ -1,4 +1,4 @@
-"""Metrics of the Group Theorization evaluation (SPEC 2.10).
+"""Metrics of the Group Theorization evaluation (docs/method.md §2.10).
 
 - accuracy with undetected answers counted as wrong (the paper's), accuracy over detected answers
   only, and the undetected rate; each with its count and a 95% Wilson interval;

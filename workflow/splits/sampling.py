@@ -1,4 +1,4 @@
-"""Group Theorization quadruplets (SPEC 2.7) and their validator.
+"""Group Theorization quadruplets (docs/method.md §2.7) and their validator.
 
 For every topic t and unordered pair {A, B} of demographics (A < B alphabetically, as in the
 release), the pools are the topic posts of A and of B on t. A post found in both pools (its author

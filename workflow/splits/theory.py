@@ -1,4 +1,4 @@
-"""Theory-model (TM) stage of the Group Theorization evaluation (SPEC 2.8), and the evaluation
+"""Theory-model (TM) stage of the Group Theorization evaluation (docs/method.md §2.8), and the evaluation
 subsample every TM, CM and k shares.
 
 ``splits theorize subsample``: read the pipeline's quadruplets or the public release (version-4
@@ -52,9 +52,9 @@ log = logging.getLogger(__name__)
 TM_REQUIRED = ("group_a", "group_b", "topic", "posts")
 SUBSAMPLE_STREAM = 0x5E1
 #: words per group in an oracle-lexical theory: with 8 + 8 calibration posts most distinctive
-#: words occur once, so a long list covers more of a group's real markers (measured on the sample
-#: corpus: 10 words 0.73, 50 words 0.77 accuracy with the lexical CM)
-ORACLE_N_WORDS = 50  # seed stream of the evaluation subsample
+#: words occur once, so a long list covers more of a group's real markers (a longer list gave the
+#: lexical CM a higher accuracy on the sample corpus)
+ORACLE_N_WORDS = 50
 
 # --------------------------------------------------------------------------- subsample
 
@@ -78,7 +78,7 @@ LAYOUTS = ("auto", "by_group", "by_post_set")
 
 def resolve_layout(frame: pl.DataFrame, layout: str) -> str:
     """``by_group``: ``sample_A`` holds A's posts and Post Set 1 is ``sample_B`` when switched
-    (SPEC 2.7, the pipeline's quadruplets). ``by_post_set``: ``sample_A`` is Post Set 1, i.e. B's
+    (docs/method.md §2.7, the pipeline's quadruplets). ``by_post_set``: ``sample_A`` is Post Set 1, i.e. B's
     posts when switched (the public release, version 4: its DETAILS.md, and its evaluator, which
     always shows ``sample_A`` first). ``auto``: by_group when the table has the pipeline's hidden
     columns (``example_labels`` or ``sample_A_ids``), else by_post_set."""

@@ -1,4 +1,4 @@
-"""Perception probe, empathy gap (SPEC 3.1; Hou, Daumé III & Rudinger 2025).
+"""Perception probe, empathy gap (docs/method.md §3.1; Hou, Daumé III & Rudinger 2025).
 
 A perceiver persona ("You are {perceiver}.") rates the intensity of an emotion felt by an
 experiencer in a narrative. Both sides range over the *names* of a group set; a group may have

@@ -1,4 +1,4 @@
-"""GRASP agreement analysis (SPEC 3.2, Prabhakaran et al.): how much a rater group's ratings
+"""GRASP agreement analysis (docs/method.md §3.2, Prabhakaran et al.): how much a rater group's ratings
 hang together (in-group cohesion) and how much they agree with everyone else's (cross-group
 cohesion), with permutation tests of the rater attributes.
 
@@ -328,7 +328,7 @@ def _nan_median(values: np.ndarray) -> float:
 
 
 def _direction(observed: float, null_median: float) -> str | None:
-    """Which side of the null median the observed value lies on (SPEC 3.2's one-sided rule)."""
+    """Which side of the null median the observed value lies on (docs/method.md §3.2's one-sided rule)."""
     if np.isnan(observed) or np.isnan(null_median):
         return None
     return "above" if observed >= null_median else "below"
@@ -349,7 +349,7 @@ def grasp(
     chunk: int = 256,
 ) -> GraspResult:
     """Every metric per group with its permutation p-value (rater attributes permuted, i.e. a
-    random rater set of the group's size; SPEC 3.2's one-sided rule: the share of permuted
+    random rater set of the group's size; docs/method.md §3.2's one-sided rule: the share of permuted
     values beyond the observed one on the observed side of the null median), the side of the
     null median the observed value lies on, and Benjamini-Hochberg q-values across groups, per
     metric."""

@@ -1,4 +1,4 @@
-"""Implicit personalization (SPEC 3.3; Jin et al. 2024).
+"""Implicit personalization (docs/method.md §3.3; Jin et al. 2024).
 
 Each post of group i is rewritten through the LLM layer so that its cues point to group j while
 its meaning stays. A rewrite is kept when it is not empty, differs from the original, its
