@@ -56,7 +56,7 @@ from splits.evaluation import (
     statements_by_group,
 )
 from splits.io import write_json, write_parquet
-from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
+from splits.llm.base import Backend, Completion, Request, SamplingParams
 from splits.text import content_terms, words
 
 log = logging.getLogger(__name__)
@@ -273,11 +273,6 @@ class LexicalCM(Backend):
             text = answer_text(letter, explanation)
             out.append(Completion(text, "stop", 0, len(text.split()), 0.0))
         return out
-
-
-@register_builtin("lexical")
-def _lexical_factory(name: str, spec: Mapping[str, Any]) -> Backend:
-    return LexicalCM(name, spec)
 
 
 # --------------------------------------------------------------------------- evaluation rows

@@ -44,7 +44,7 @@ from splits.evaluation import (
     read_rows,
 )
 from splits.io import write_json, write_parquet
-from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
+from splits.llm.base import Backend, Completion, Request, SamplingParams
 from splits.text import content_terms, words
 
 log = logging.getLogger(__name__)
@@ -440,16 +440,6 @@ class OracleLexicalTM(Backend):
             )
             out.append(Completion(text, "stop", 0, len(text.split()), 0.0))
         return out
-
-
-@register_builtin("no-theory")
-def _no_theory_factory(name: str, spec: Mapping[str, Any]) -> Backend:
-    return NoTheoryTM(name, spec)
-
-
-@register_builtin("oracle-lexical")
-def _oracle_lexical_factory(name: str, spec: Mapping[str, Any]) -> Backend:
-    return OracleLexicalTM(name, spec)
 
 
 # --------------------------------------------------------------------------- generate
