@@ -1,6 +1,6 @@
 """Benchmark of the evaluation's per-row work: CM prompt rendering (ours: parsed template,
 concatenation) against the public evaluator's way (``eval`` of the f-string file per row), and
-answer parsing (ours, robust) against SPEC 2.9's literal rule, plus the builtin lexical CM.
+answer parsing (ours, robust) against docs/method.md §2.9's literal rule, plus the builtin lexical CM.
 
     python bench/bench_evaluation.py --rows 20000
 
@@ -14,7 +14,9 @@ import random
 import time
 from pathlib import Path
 
-from splits.classify import CM_SLOTS, cm_slot_values, lexical_decision, parse_answer, parse_template
+from splits.classify import cm_slot_values, lexical_decision, parse_answer
+from splits.config import CM_SLOTS
+from splits.evaluation import parse_template
 
 PAPER = (
     Path(__file__).resolve().parents[2]

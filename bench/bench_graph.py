@@ -1,4 +1,4 @@
-"""Benchmark of the subreddit graph stage (SPEC 2.2) against a bare blocked scipy product.
+"""Benchmark of the subreddit graph stage (docs/method.md §2.2) against a bare blocked scipy product.
 
 Generates a users x subreddits graph (Zipf subreddit popularity, heavy-tailed user activity),
 writes it as a posts Parquet file (1-3 posts per membership), then measures in separate

@@ -29,7 +29,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from splits.bm25 import ENGLISH_STOP_WORDS  # noqa: E402
 from splits.hypotheses.lexicon import Hypothesis, canonical_lexicon  # noqa: E402
 from splits.hypotheses.lift import (  # noqa: E402
     LiftSettings,
@@ -38,6 +37,7 @@ from splits.hypotheses.lift import (  # noqa: E402
     lift_frame,
 )
 from splits.hypotheses.retrieval import Pool, PoolIndex  # noqa: E402
+from splits.text import STOP_WORDS  # noqa: E402
 
 K_FRACTIONS = (0.005, 0.01, 0.02, 0.05, 0.10)
 PAPER_HYPOTHESES = 23_000
@@ -88,7 +88,7 @@ def top_of(scores: np.ndarray, count: int) -> np.ndarray:
 
 def bench_retrieval(args, rng) -> None:
     vocab = np.array([f"w{i}" for i in range(args.vocab)], dtype=object)
-    stop = np.array(sorted(ENGLISH_STOP_WORDS), dtype=object)
+    stop = np.array(sorted(STOP_WORDS), dtype=object)
     settings = LiftSettings(K_FRACTIONS, None, 0.05, 1)
     pools, builds, hypothesis_time, rank_time, bag_time, lift_rows = [], [], 0.0, 0.0, 0.0, 0
     print(
@@ -226,7 +226,7 @@ def bench_triviality(args, rng) -> None:
     )
 
     torch.set_num_threads(args.threads)
-    vocab = [f"w{i}" for i in range(5000)] + sorted(ENGLISH_STOP_WORDS)
+    vocab = [f"w{i}" for i in range(5000)] + sorted(STOP_WORDS)
     lexicons = [
         [
             " ".join(rng.choice(vocab, size=int(rng.integers(1, 4))))

@@ -44,7 +44,6 @@ sys.path.insert(0, str(BENCH.parent / "workflow"))
 sys.path.insert(0, str(BENCH))
 
 from bench_hypotheses import K_FRACTIONS, build_bert, make_lexicons, make_posts  # noqa: E402
-from splits.bm25 import ENGLISH_STOP_WORDS  # noqa: E402
 from splits.hypotheses.engine import HypothesisEngine  # noqa: E402
 from splits.hypotheses.lexicon import Hypothesis  # noqa: E402
 from splits.hypotheses.lift import LiftSettings, SetResult, evaluate_pool, lift_frame  # noqa: E402
@@ -55,6 +54,7 @@ from splits.sandbox.views import (  # noqa: E402
     posts_html,
     session_html,
 )
+from splits.text import STOP_WORDS  # noqa: E402
 
 TOPIC = "topic"
 GROUPS = ("a", "b")
@@ -73,7 +73,7 @@ def build_encoder(kind: str, tmp: Path, vocab: np.ndarray):
         return None
     if kind == "hashed":
         return HashedNgramEncoder("hashed")
-    words = [str(w) for w in vocab[:5000]] + sorted(ENGLISH_STOP_WORDS)
+    words = [str(w) for w in vocab[:5000]] + sorted(STOP_WORDS)
     path = build_bert(tmp / "bert", "base", words)
     return TransformersEncoder("bert", {"model": str(path), "device": "cpu"})
 
@@ -110,7 +110,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     vocab = np.array([f"w{i}" for i in range(args.vocab)], dtype=object)
-    stop = np.array(sorted(ENGLISH_STOP_WORDS), dtype=object)
+    stop = np.array(sorted(STOP_WORDS), dtype=object)
     texts = make_posts(args.posts, vocab, stop, rng)
     posts = pl.DataFrame(
         {

@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 import rank_bm25
 from splits import bm25
-from splits.bm25 import BM25Index, TopicSplitParams, query_tokens, tokenize, top_k
+from splits.bm25 import BM25Index, TopicSplitParams, query_tokens, top_k
 from splits.config import ConfigError, Topic, load_topics
+from splits.text import STOP_WORDS, content_words
 
 
 def oracle_top_k(scores: np.ndarray, matched: np.ndarray, k: int) -> np.ndarray:
@@ -87,7 +88,7 @@ def test_index_built_in_blocks_matches_rank_bm25(seed, block_docs):
         words = [late[int(j) % len(late)] for j in rng.zipf(1.3, size=int(rng.integers(1, 20)))]
         words += ["w0", "w1"] if rng.random() < 0.8 else []  # negative idf, floored
         texts.append(" ".join(words).upper() if rng.random() < 0.2 else " ".join(words))
-    corpus = [tokenize(t) for t in texts]
+    corpus = [content_words(t) for t in texts]
     if not any(corpus):
         texts[0], corpus[0] = "w0", ["w0"]
     blocked = BM25Index.from_texts(texts, block_docs=block_docs)
@@ -121,7 +122,7 @@ def dreaddit(reference_dir) -> list[str]:
 
 
 def test_dreaddit_matches_rank_bm25(dreaddit):
-    corpus = [tokenize(t) for t in dreaddit]
+    corpus = [content_words(t) for t in dreaddit]
     index = BM25Index.from_texts(dreaddit)  # the vectorised (polars) tokenisation path
     assert index.doc_len.tolist() == [len(d) for d in corpus]
     blocked = BM25Index.from_texts(dreaddit, block_docs=333)  # 9 blocks, the last one short
@@ -130,18 +131,18 @@ def test_dreaddit_matches_rank_bm25(dreaddit):
     assert np.array_equal(blocked.weights.indices, index.weights.indices)
     topics = load_topics("config/topics.yaml")
     queries = [query_tokens(t.keywords) for t in topics] + [
-        tokenize("I am so stressed about money and rent and my job"),
-        tokenize("anxiety anxiety panic attack"),
+        content_words("I am so stressed about money and rent and my job"),
+        content_words("anxiety anxiety panic attack"),
         ["zzzz-not-a-word"],
     ]
     assert_same_as_rank_bm25(corpus, queries, index)
 
 
 def test_tokenisation_documented_rules():
-    assert tokenize("The NBA's Three-Pointer, and a DUNK!") == ["nba", "s", "pointer", "dunk"]
-    assert tokenize("") == [] and tokenize(None) == []
-    assert tokenize("snake_case C++ café") == ["snake", "case", "c", "café"]
-    assert "the" in bm25.ENGLISH_STOP_WORDS and len(bm25.ENGLISH_STOP_WORDS) > 300
+    assert content_words("The NBA's Three-Pointer, and a DUNK!") == ["nba", "s", "pointer", "dunk"]
+    assert content_words("") == [] and content_words(None) == []
+    assert content_words("snake_case C++ café") == ["snake", "case", "c", "café"]
+    assert "the" in STOP_WORDS and len(STOP_WORDS) > 300
     # keyword phrases are split into tokens, repetition kept
     assert query_tokens(["basketball", "college basketball", "the hoop"]) == [
         "basketball",
@@ -154,7 +155,7 @@ def test_tokenisation_documented_rules():
     frame = bm25._token_frame(pl.Series(texts, dtype=pl.String))
     by_doc = frame.group_by("doc", maintain_order=True).agg("tok")
     as_lists = {d: t for d, t in by_doc.iter_rows()}
-    assert [as_lists.get(i, []) for i in range(len(texts))] == [tokenize(t) for t in texts]
+    assert [as_lists.get(i, []) for i in range(len(texts))] == [content_words(t) for t in texts]
 
 
 def test_top_k_ties_break_by_document():
@@ -232,7 +233,7 @@ def test_topic_splits_shared_index_against_rank_bm25():
     table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=3, drop_fraction=0.0))
     assert table.columns == bm25.TOPIC_POSTS_COLUMNS
     docs = posts.unique(subset="post_id").sort("post_id")
-    reference = rank_bm25.BM25Okapi([tokenize(t) for t in docs.get_column("text")])
+    reference = rank_bm25.BM25Okapi([content_words(t) for t in docs.get_column("text")])
     ids = docs.get_column("post_id").to_list()
     for topic in TOPICS:
         query = query_tokens(topic.keywords)
@@ -242,7 +243,7 @@ def test_topic_splits_shared_index_against_rank_bm25():
             matched = [
                 p
                 for p in member_ids
-                if set(query) & set(tokenize(docs.filter(pl.col("post_id") == p)["text"][0]))
+                if set(query) & set(content_words(docs.filter(pl.col("post_id") == p)["text"][0]))
             ]
             expected = sorted(matched, key=lambda p: (-scores[p], ids.index(p)))[:3]
             got = table.filter((pl.col("topic") == topic.topic) & (pl.col("demographic") == key))
@@ -281,7 +282,7 @@ def test_per_demographic_index_scores_each_group_alone():
         posts, TOPICS, TopicSplitParams(top_k=5, drop_fraction=0.0, index="per_demographic")
     )
     only_b = posts.filter(pl.col("demographic") == "b").sort("post_id")
-    reference = rank_bm25.BM25Okapi([tokenize(t) for t in only_b.get_column("text")])
+    reference = rank_bm25.BM25Okapi([content_words(t) for t in only_b.get_column("text")])
     scores = dict(
         zip(
             only_b.get_column("post_id"),

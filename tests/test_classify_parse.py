@@ -1,8 +1,8 @@
-"""The CM answer parser against a table of realistic answers (SPEC 2.9).
+"""The CM answer parser against a table of realistic answers (docs/method.md §2.9).
 
 Each case: the completion text (what follows the pre-filled "1. Explanation: I think "), what our
 parser must return ("A" = Post Set 1 is A's, "B" = it is B's, None = undetected, with the reason),
-and what SPEC 2.9's literal rule (the public evaluator's code, re-implemented below) returns.
+and what docs/method.md §2.9's literal rule (the public evaluator's code, re-implemented below) returns.
 Where the two differ, ``note`` says why the literal rule errs and what we do instead.
 Demographic A is ``catholic`` (display name Catholic), B is ``teacher``.
 """
@@ -179,7 +179,7 @@ CASES = [
 
 
 def literal_rule(response: str) -> str | None:
-    """SPEC 2.9's parsing, as the public evaluator codes it."""
+    """docs/method.md §2.9's parsing, as the public evaluator codes it."""
     try:
         set1 = response.split("Post Set 1: ")[1].split("\n")[0].strip()
         set2 = response.split("Post Set 2: ")[1].strip()
@@ -210,7 +210,7 @@ def test_parse_answer(answer, ours, reason, literal, note):
 
 @pytest.mark.parametrize("answer, ours, reason, literal, note", CASES)
 def test_literal_rule_column(answer, ours, reason, literal, note):
-    """The table's literal column is what SPEC 2.9's literal rule really gives; every case where
+    """The table's literal column is what docs/method.md §2.9's literal rule really gives; every case where
     it differs from ours is explained."""
     assert literal_rule(answer) == literal
     if literal != ours:

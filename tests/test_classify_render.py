@@ -1,22 +1,13 @@
 """CM prompt rendering with the paper's template equals an independent rendering written here
-from SPEC 2.9's rules; template parsing (f-string files, plain slots) and the builtin lexical CM."""
+from docs/method.md §2.9's rules; template parsing (f-string files, plain slots) and the builtin lexical CM."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
-from splits.classify import (
-    CM_SLOTS,
-    LexicalCM,
-    cm_slot_values,
-    format_theory,
-    lexical_decision,
-    load_template,
-    parse_answer,
-    parse_template,
-    statements_by_group,
-)
-from splits.config import ConfigError
+from splits.classify import LexicalCM, cm_slot_values, lexical_decision, parse_answer
+from splits.config import CM_SLOTS, ConfigError
+from splits.evaluation import format_theory, load_template, parse_template, statements_by_group
 from splits.llm.base import Request
 from splits.theory import normalise_quadruplets
 
@@ -27,7 +18,7 @@ THEORY = "\n  Group A: talks about Mass.  \n\n\nGroup B: grades papers\n   \n"
 
 
 def independent_rendering(template_text: str, demo_a, demo_b, sample_a, sample_b, switched, theory):
-    """SPEC 2.9 spelled out: the file is f\"\"\"...\"\"\" with no escapes or doubled braces (checked),
+    """docs/method.md §2.9 spelled out: the file is f\"\"\"...\"\"\" with no escapes or doubled braces (checked),
     so its body with the five names substituted is what the f-string evaluates to."""
     assert template_text.startswith('f"""') and template_text.endswith('"""')
     body = template_text[4:-3]
@@ -185,7 +176,7 @@ def test_lexical_cm_without_theory_is_a_deterministic_fair_coin():
 @pytest.mark.parametrize("switched", [False, True])
 def test_release_layout_renders_like_the_public_evaluator(paper_template_path, switched):
     """In the public release (v4) sample_A already is Post Set 1 (B's posts when switched) and
-    its evaluator shows sample_A first; after the subsample's by_post_set conversion, SPEC 2.9's
+    its evaluator shows sample_A first; after the subsample's by_post_set conversion, docs/method.md §2.9's
     rendering gives the evaluator's prompt."""
     release = pl.DataFrame(
         {

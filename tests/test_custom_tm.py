@@ -20,10 +20,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from splits.classify import display_names
 from splits.cli import main
 from splits.config import ConfigError, check_evaluation, load_config
 from splits.custom_tm import callable_inputs, precomputed_theories
+from splits.evaluation import display_names
 from splits.io import write_parquet
 from splits.llm import LLMError, load_model
 from splits.llm.base import Request, SamplingParams

@@ -1,4 +1,4 @@
-"""Subreddit graph (SPEC 2.2): exact top-K neighbours against a brute force over Python sets."""
+"""Subreddit graph (docs/method.md §2.2): exact top-K neighbours against a brute force over Python sets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Group-ness stage (SPEC 2.4) on hand-made posts, against plain-Python oracles."""
+"""Group-ness stage (docs/method.md §2.4) on hand-made posts, against plain-Python oracles."""
 
 from __future__ import annotations
 

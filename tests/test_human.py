@@ -1,4 +1,4 @@
-"""Human validation (SPEC 2.11, paper Appendix C): instance selection, the two-part sheet
+"""Human validation (docs/method.md §2.11, paper Appendix C): instance selection, the two-part sheet
 layout, and the scores and agreement of a filled fixture of three simulated annotators, worked
 out by hand (alpha: the krippendorff package as the oracle)."""
 

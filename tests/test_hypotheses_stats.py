@@ -1,9 +1,9 @@
-"""Statistics of lift@k: a hand-computed example, scipy/statsmodels on random lists, and the
-coverage of the confidence interval measured by simulation.
+"""Statistics of lift@k: a hand-computed example, scipy on random lists, and the coverage of
+the confidence interval measured by simulation (the shared tests, Benjamini-Hochberg and
+Clopper-Pearson, are in test_stats.py).
 
-Oracles: arithmetic done by hand below; scipy.stats.hypergeom / binomtest per row;
-statsmodels' multipletests for Benjamini-Hochberg; a simulated population whose true lift at
-depth f is computed in closed form."""
+Oracles: arithmetic done by hand below; scipy.stats.hypergeom per row; a simulated population
+whose true lift at depth f is computed in closed form."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 from splits.hypotheses.lift import (
-    bh_q,
-    clopper_pearson,
     depth_counts,
     hypergeom_quantiles,
     lift_interval,
     lift_statistics,
     null_band,
 )
+from splits.stats import clopper_pearson
 
 ALPHA = 0.05
 
@@ -45,13 +44,6 @@ def test_hand_computed_example():
     # the upper 2.5% point 4 -> lifts (1/5)/0.5 and (4/5)/0.5
     assert out["null_band_low"][0] == pytest.approx(0.4)
     assert out["null_band_high"][0] == pytest.approx(1.6)
-
-
-def test_bh_hand_computed():
-    # sorted p 0.01, 0.03, 0.04, 0.20 -> p m / i = 0.04, 0.06, 0.0533, 0.20 -> running minimum from
-    # the largest: 0.04, 0.0533, 0.0533, 0.20
-    q = bh_q([0.01, 0.04, 0.03, 0.20])
-    assert q == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.20])
 
 
 def test_depth_counts_leave_out_empty_depths():
@@ -86,24 +78,6 @@ def test_against_scipy_on_random_lists():
         low = stats.hypergeom.ppf(ALPHA / 2, big_n[i], big_k[i], n[i])
         assert out["null_band_low"][i] == pytest.approx(low / n[i] / (big_k[i] / big_n[i]))
         assert out["lift_low"][i] <= out["lift"][i] + 1e-12 <= out["lift_high"][i] + 2e-12
-
-
-def test_clopper_pearson_matches_scipy_binomtest():
-    rng = np.random.default_rng(3)
-    trials = rng.integers(1, 200, size=200)
-    successes = np.array([rng.integers(0, t + 1) for t in trials])
-    low, high = clopper_pearson(successes, trials, 0.05)
-    for x, m, lo, hi in zip(successes, trials, low, high, strict=True):
-        ci = stats.binomtest(int(x), int(m)).proportion_ci(0.95, method="exact")
-        assert lo == pytest.approx(ci.low, abs=1e-10)
-        assert hi == pytest.approx(ci.high, abs=1e-10)
-
-
-def test_bh_matches_statsmodels_on_random_p():
-    multitest = pytest.importorskip("statsmodels.stats.multitest")
-    p = np.random.default_rng(11).random(500) ** 3
-    expected = multitest.multipletests(p, method="fdr_bh")[1]
-    assert bh_q(p) == pytest.approx(expected, rel=1e-12)
 
 
 def test_null_band_is_the_release_formula():

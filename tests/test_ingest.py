@@ -1,4 +1,4 @@
-"""Ingest (SPEC 2.1): reference corpus vs ConvoKit, bad input accounted exactly, formats, merge,
+"""Ingest (docs/method.md §2.1): reference corpus vs ConvoKit, bad input accounted exactly, formats, merge,
 config errors."""
 
 from __future__ import annotations
@@ -406,7 +406,7 @@ def test_config_errors_stop_snakemake_with_one_line(tmp_path, edit, message):
 @pytest.mark.parametrize("indent", [None, 2])
 def test_titles_streamed_in_small_chunks_equal_json_load(tmp_path, indent):
     """Fast (literal-cut) and fallback (entry by entry) title readers give what json.load gives."""
-    from splits.ingest import _Source, write_titles
+    from splits.ingest import _Source, read_titles
 
     convs = {
         f"id{i}": {
@@ -417,10 +417,7 @@ def test_titles_streamed_in_small_chunks_equal_json_load(tmp_path, indent):
     }
     d = _write_corpus(tmp_path / "t", [_line(_utt("id0", "id0"))], {})
     (d / "conversations.json").write_text(json.dumps(convs, indent=indent))
-    work = tmp_path / "w"
-    work.mkdir()
-    parts = write_titles(_Source(d), work, chunk_bytes=97)
-    got = pl.concat([pl.read_ipc(p) for p in parts])
+    got = read_titles(_Source(d), chunk_bytes=97)
     assert dict(zip(got["conversation_id"], got["title"], strict=True)) == {
         k: v["meta"]["title"] for k, v in convs.items()
     }

@@ -1,4 +1,4 @@
-"""Ingest of damaged input (SPEC 2.1): every record read is kept or counted under its reason,
+"""Ingest of damaged input (docs/method.md §2.1): every record read is kept or counted under its reason,
 or the shard stops with one line naming the file; never a traceback, never an uncounted record.
 
 Corpora: the real r/Cornell ConvoKit corpus (../shared/reference; skipped where absent) as

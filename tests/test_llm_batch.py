@@ -28,8 +28,8 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 import yaml
-from splits.classify import display_names
 from splits.cli import main
+from splits.evaluation import display_names
 from splits.io import write_parquet
 from splits.llm import (
     Backend,
@@ -98,7 +98,7 @@ def _quadruplets(n=6, k=4):
 
 
 def test_fully_cached_job_never_builds_its_engine(tmp_path):
-    from splits.classify import load_template
+    from splits.evaluation import load_template
     from splits.theory import TM_REQUIRED, TM_SLOTS, build_tm_requests
 
     write_parquet(_quadruplets(), tmp_path / "quads.parquet")

@@ -10,7 +10,6 @@ import textwrap
 import pytest
 from splits.config import ConfigError, load_config
 from splits.llm import (
-    BUILTIN_MODELS,
     Backend,
     Completion,
     Model,
@@ -197,18 +196,11 @@ def test_errors_are_not_cached(tmp_path):
     assert len(model.cache) == 0
 
 
-def test_builtin_kinds_from_provider_modules(tmp_path, monkeypatch):
-    provider = tmp_path / "splits_test_provider_ok.py"
-    provider.write_text(
-        textwrap.dedent(
-            """
-            from splits.llm import register_builtin
-            from tests_llm_helper_backend import Echo
-            register_builtin("test_provided")(Echo)
-            """
-        )
-    )
-    (tmp_path / "tests_llm_helper_backend.py").write_text(
+def test_backends_and_builtin_kinds_through_one_table(tmp_path, monkeypatch):
+    """Kinds and backends come from "module:Class" tables imported lazily: an unknown name is one
+    ConfigError line listing the known names, a missing optional library one line naming the
+    extra to install, and any other import error is not swallowed."""
+    (tmp_path / "splits_test_provider_ok.py").write_text(
         textwrap.dedent(
             """
             from splits.llm import Backend, Completion
@@ -222,22 +214,42 @@ def test_builtin_kinds_from_provider_modules(tmp_path, monkeypatch):
             """
         )
     )
-    broken = tmp_path / "splits_test_provider_broken.py"
-    broken.write_text("raise RuntimeError('provider bug')\n")
+    (tmp_path / "splits_test_provider_broken.py").write_text("raise RuntimeError('provider bug')\n")
+    (tmp_path / "splits_test_needs_engine.py").write_text("import splits_fake_engine_library\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(
-        registry_module,
-        "BUILTIN_PROVIDERS",
-        ("splits_test_provider_missing", "splits_test_provider_broken", "splits_test_provider_ok"),
-    )
-    monkeypatch.delitem(BUILTIN_MODELS, "test_provided", raising=False)
+    kinds = {
+        "test_provided": "splits_test_provider_ok:Echo",
+        "test_broken": "splits_test_provider_broken:Echo",
+        "test_engine": "splits_test_needs_engine:Engine",
+    }
+    monkeypatch.setattr(registry_module, "BUILTIN_KINDS", kinds)
+    monkeypatch.setitem(registry_module.EXTRAS, "splits_fake_engine_library", "vllm")
     model = load_model("p", {"p": {"backend": "builtin", "kind": "test_provided"}})
     assert model.generate([Request(prompt="hello")])[0].text == "hello"
-    assert "splits_test_provider_missing" not in sys.modules
+    assert "splits_test_provider_broken" not in sys.modules  # only what is asked is imported
     with pytest.raises(ConfigError) as err:
         load_model("q", {"q": {"backend": "builtin", "kind": "no_such_kind"}})
-    assert str(err.value).startswith("models.q.kind: unknown builtin kind 'no_such_kind'")
-    assert "provider bug" in str(err.value)
+    message = str(err.value)
+    assert message.startswith("models.q.kind: unknown builtin kind 'no_such_kind' (known: ")
+    assert "test_provided" in message and "test_engine" in message and "\n" not in message
+    with pytest.raises(RuntimeError, match="provider bug"):
+        load_model("b", {"b": {"backend": "builtin", "kind": "test_broken"}}).generate(
+            [Request(prompt="x")]
+        )
+    with pytest.raises(ConfigError) as err:
+        load_model("e", {"e": {"backend": "builtin", "kind": "test_engine"}}).generate(
+            [Request(prompt="x")]
+        )
+    assert str(err.value) == (
+        "models.e.kind: needs splits_fake_engine_library, which is not installed "
+        "(pip install 'splits[vllm]')"
+    )
+
+
+def test_package_builtin_kinds_are_in_the_table():
+    for kind in ("lexical", "no-theory", "oracle-lexical", "probe-scripted"):
+        factory = registry_module.backend_factory("m", {"backend": "builtin", "kind": kind})
+        assert isinstance(factory, type) and issubclass(factory, Backend)
 
 
 def test_cache_file_is_wal_sqlite(tmp_path):

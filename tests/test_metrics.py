@@ -1,5 +1,4 @@
-"""Wilson intervals, exact McNemar, Benjamini-Hochberg and the geometric mean against
-statsmodels/scipy and hand values; the split and comparison tables on a small hand-made frame."""
+"""The geometric mean by hand (the shared tests are in test_stats.py); the split and comparison tables on a small hand-made frame."""
 
 from __future__ import annotations
 
@@ -9,57 +8,15 @@ import numpy as np
 import polars as pl
 import pytest
 from splits.metrics import (
-    benjamini_hochberg,
     comparisons_table,
     geometric_mean,
     groups_table,
-    mcnemar_exact,
-    sign_flip_p,
     splits_table,
     summary_table,
-    wilson_interval,
 )
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
-
-
-@pytest.mark.parametrize("k, n", [(0, 10), (10, 10), (7, 20), (104, 200), (1, 3), (493, 500)])
-def test_wilson_matches_statsmodels(k, n):
-    lo, hi = wilson_interval(k, n)
-    ref_lo, ref_hi = proportion_confint(k, n, alpha=0.05, method="wilson")
-    assert lo == pytest.approx(ref_lo, abs=1e-12)
-    assert hi == pytest.approx(ref_hi, abs=1e-12)
-
-
-def test_wilson_hand_value_and_empty():
-    # 8 of 10, z = 1.959964: centre (0.8 + 0.19207)/1.38415 = 0.71675, half 0.22011
-    lo, hi = wilson_interval(8, 10)
-    assert lo == pytest.approx(0.4902, abs=1e-4)
-    assert hi == pytest.approx(0.9433, abs=1e-4)
-    assert all(math.isnan(v) for v in wilson_interval(0, 0))
-
-
-@pytest.mark.parametrize("b, c", [(0, 0), (3, 0), (5, 12), (40, 41), (1, 9), (100, 60)])
-def test_mcnemar_matches_statsmodels(b, c):
-    table = [[10, b], [c, 7]]
-    assert mcnemar_exact(b, c) == pytest.approx(mcnemar(table, exact=True).pvalue, abs=1e-12)
-
-
-def test_mcnemar_hand_value():
-    # b=1, c=9: 2 * P(X <= 1), X ~ Bin(10, 1/2) = 2 * 11/1024
-    assert mcnemar_exact(1, 9) == pytest.approx(22 / 1024)
-
-
-def test_benjamini_hochberg_matches_statsmodels():
-    rng = np.random.default_rng(3)
-    p = np.concatenate([rng.uniform(0, 0.05, 5), rng.uniform(0, 1, 15), [0.5, 0.5]])
-    ours = benjamini_hochberg(p.tolist())
-    ref = multipletests(p, method="fdr_bh")[1]
-    np.testing.assert_allclose(ours, ref, atol=1e-12)
-    with_nan = benjamini_hochberg([0.01, float("nan"), 0.04])
-    assert math.isnan(with_nan[1])
-    assert with_nan[0] == pytest.approx(0.02) and with_nan[2] == pytest.approx(0.04)
 
 
 def test_geometric_mean_hand_values():
@@ -165,4 +122,3 @@ def test_groups_pool_tms_and_compare_them_paired():
     assert versus["difference"] == pytest.approx(3 / 6)
     # 3 rows differ by +1, 3 by 0: only 2^3 distinct sign patterns, P(|mean| >= 0.5) = 2/8
     assert versus["p_value"] == pytest.approx(0.25, abs=0.02)
-    assert sign_flip_p(np.zeros(5)) == 1.0

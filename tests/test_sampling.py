@@ -1,4 +1,4 @@
-"""Quadruplet sampling (SPEC 2.7): property-based tests with hypothesis and the validator."""
+"""Quadruplet sampling (docs/method.md §2.7): property-based tests with hypothesis and the validator."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from splits import sampling
 from splits.config import ConfigError
 from splits.sampling import (
     RELEASE_COLUMNS,
-    check_quadruplets,
     sample_quadruplets,
     validate_quadruplets,
 )
@@ -151,7 +150,7 @@ def test_validator_detects_broken_invariants():
         {("t", "a"): 40, ("t", "b"): 33, ("u", "a"): 20, ("u", "b"): 20}
     )
     quads = sample_quadruplets(topic_posts, 8, 3)
-    check_quadruplets(quads, topic_posts, 8)
+    assert validate_quadruplets(quads, topic_posts, 8) == []
     broken = {
         "duplicate": pl.concat([quads, quads.head(1)]),
         "unbalanced": quads.with_columns(pl.col("example_labels").list.eval(pl.lit("A"))),
@@ -169,8 +168,6 @@ def test_validator_detects_broken_invariants():
         "text": quads.with_columns(pl.col("sample_B").list.eval(pl.element() + "!")),
     }
     for name, frame in broken.items():
-        with pytest.raises(sampling.QuadrupletValidationError):
-            check_quadruplets(frame, topic_posts, 8)
         assert validate_quadruplets(frame, topic_posts, 8), name
 
 

@@ -1,4 +1,4 @@
-"""Seed-set expansion (SPEC 2.3): pure session logic, decision log, replay, resume, terminal."""
+"""Seed-set expansion (docs/method.md §2.3): pure session logic, decision log, replay, resume, terminal."""
 
 from __future__ import annotations
 

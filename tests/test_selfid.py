@@ -1,4 +1,4 @@
-"""Self-ID phrase matching, verifiers, curves, thresholds and the formula table (SPEC 2.5)."""
+"""Self-ID phrase matching, verifiers, curves, thresholds and the formula table (docs/method.md §2.5)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import random
 
 import polars as pl
 import pytest
-from splits.classify import CM_SLOTS, parse_template
-from splits.config import ConfigError
+from splits.config import CM_SLOTS, ConfigError
+from splits.evaluation import parse_template
 from splits.llm import load_model
 from splits.llm.base import SamplingParams
 from splits.theory import (

@@ -61,13 +61,14 @@ def test_export_has_no_raw_authors(results):
 def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, results):
     """The pipeline's sharded BM25 stage against rank_bm25.BM25Okapi over the union of every
     demographic's posts above its threshold (one index, post-id order), then the top K per
-    (demographic, topic) with ties by post id and the pooled cut, written here from SPEC 2.6."""
+    (demographic, topic) with ties by post id and the pooled cut, written here from docs/method.md §2.6."""
     import json
     import math
 
     import rank_bm25
-    from splits.bm25 import query_tokens, tokenize
+    from splits.bm25 import query_tokens
     from splits.config import THRESHOLDS_SUPPORT_KEY, load_topics
+    from splits.text import content_words
 
     config = yaml.safe_load((default_run / "config" / "config.yaml").read_text())["topics"]
     assert config["index"] == "shared"
@@ -81,7 +82,7 @@ def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, resul
     )
     union = rows.unique("post_id").sort("post_id")
     ids = union["post_id"].to_list()
-    corpus = [tokenize(t) for t in union["text"].to_list()]
+    corpus = [content_words(t) for t in union["text"].to_list()]
     oracle = rank_bm25.BM25Okapi(corpus)
     members = {
         key: set(rows.filter(pl.col("demographic") == key)["post_id"].to_list())

@@ -1,10 +1,7 @@
-"""Tokeniser, sparse BM25 Okapi index and the sharded BM25 topic splits (SPEC 2.6).
+"""Sparse BM25 Okapi index and the sharded BM25 topic splits.
 
-Tokenisation (shared by documents and queries): the text is lowercased, cut into maximal runs of
-Unicode letters and numbers (general categories L* and N*; Python regex ``[^\\W_]+``, polars
-``[\\p{L}\\p{N}]+``, which agree except on code points assigned after Unicode 15; punctuation,
-underscores, apostrophes, emoji joiners split words, so "don't" gives "don", "t"), and English stop
-words (``ENGLISH_STOP_WORDS``, shipped here) are removed. A topic's query is the concatenation of
+Tokens (shared by documents and queries) are ``splits.text.content_words``: lowercase runs of
+Unicode letters and numbers without the English stop words. A topic's query is the concatenation of
 the tokens of all its keyword phrases, in order and with repetition ("basketball", "college
 basketball" -> basketball, college, basketball), exactly what ``rank_bm25`` would score for that
 token list.
@@ -43,7 +40,6 @@ import argparse
 import json
 import logging
 import math
-import re
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,42 +51,12 @@ import scipy.sparse as sp
 
 from splits.config import ConfigError, Topic, load_topics
 from splits.io import ParquetAppender, read_json, write_json, write_parquet, write_text
+from splits.text import POLARS_WORD_PATTERN, STOP_WORDS_SERIES, content_words
 
 log = logging.getLogger(__name__)
 
-TOKEN_PATTERN = r"[^\W_]+"  # Python: letters (L*) and numbers (N*), i.e. \w without "_"
 BUILD_BLOCK_DOCS = 200_000  # documents tokenised at once while building an index
 COMBINE_PART_ROWS = 4_000_000  # shard vocabulary rows grouped at once into corpus statistics
-POLARS_TOKEN_PATTERN = r"[\p{L}\p{N}]+"  # the same class for polars' (Rust) regex engine
-_TOKEN_RE = re.compile(TOKEN_PATTERN)
-
-# The classic English stop-word list (Glasgow IR group's list as shipped by scikit-learn).
-ENGLISH_STOP_WORDS = frozenset(
-    """
-a about above across after afterwards again against all almost alone along already also although
-always am among amongst amoungst amount an and another any anyhow anyone anything anyway anywhere
-are around as at back be became because become becomes becoming been before beforehand behind
-being below beside besides between beyond bill both bottom but by call can cannot cant co con
-could couldnt cry de describe detail do done down due during each eg eight either eleven else
-elsewhere empty enough etc even ever every everyone everything everywhere except few fifteen
-fifty fill find fire first five for former formerly forty found four from front full further get
-give go had has hasnt have he hence her here hereafter hereby herein hereupon hers herself him
-himself his how however hundred i ie if in inc indeed interest into is it its itself keep last
-latter latterly least less ltd made many may me meanwhile might mill mine more moreover most
-mostly move much must my myself name namely neither never nevertheless next nine no nobody none
-noone nor not nothing now nowhere of off often on once one only onto or other others otherwise
-our ours ourselves out over own part per perhaps please put rather re same see seem seemed
-seeming seems serious several she should show side since sincere six sixty so some somehow
-someone something sometime sometimes somewhere still such system take ten than that the their
-them themselves then thence there thereafter thereby therefore therein thereupon these they
-thick thin third this those though three through throughout thru thus to together too top toward
-towards twelve twenty two un under until up upon us very via was we well were what whatever when
-whence whenever where whereafter whereas whereby wherein whereupon wherever whether which while
-whither who whoever whole whom whose why will with within without would yet you your yours
-yourself yourselves
-""".split()
-)
-_STOP_WORDS_SERIES = pl.Series("stop", sorted(ENGLISH_STOP_WORDS), dtype=pl.String)
 
 K1 = 1.5
 B = 0.75
@@ -100,16 +66,9 @@ EPSILON = 0.25
 # --------------------------------------------------------------------------- tokenisation
 
 
-def tokenize(text: str | None) -> list[str]:
-    """Tokens of one text (lowercase letter/digit runs, stop words removed)."""
-    if not text:
-        return []
-    return [t for t in _TOKEN_RE.findall(text.lower()) if t not in ENGLISH_STOP_WORDS]
-
-
 def query_tokens(keywords: Iterable[str]) -> list[str]:
     """The query of a topic: the tokens of every keyword phrase, in order, with repetition."""
-    return [token for phrase in keywords for token in tokenize(phrase)]
+    return [token for phrase in keywords for token in content_words(phrase)]
 
 
 def _token_frame(texts: pl.Series) -> pl.DataFrame:
@@ -122,11 +81,11 @@ def _token_frame(texts: pl.Series) -> pl.DataFrame:
             pl.col("text")
             .fill_null("")
             .str.to_lowercase()
-            .str.extract_all(POLARS_TOKEN_PATTERN)
+            .str.extract_all(POLARS_WORD_PATTERN)
             .alias("tok"),
         )
         .explode("tok")
-        .filter(pl.col("tok").is_not_null() & ~pl.col("tok").is_in(_STOP_WORDS_SERIES.implode()))
+        .filter(pl.col("tok").is_not_null() & ~pl.col("tok").is_in(STOP_WORDS_SERIES.implode()))
     )
 
 

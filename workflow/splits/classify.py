@@ -1,4 +1,4 @@
-"""Classification-model (CM) stage of the Group Theorization evaluation (SPEC 2.9).
+"""Classification-model (CM) stage of the Group Theorization evaluation (docs/method.md §2.9).
 
 The CM gets the theory, the two demographic labels and two unlabeled post sets (one by A, one by
 B; ``switched`` says whether Post Set 1 is B's) and must say which set is which group's.
@@ -9,7 +9,7 @@ B; ``switched`` says whether Post Set 1 is B's) and must say which set is which 
   ``classify_with_theory_and_demo.txt`` does. The public evaluator ``eval``-uates that file; we
   parse it with ``ast`` instead (never executing it), accept only bare slot names inside the
   braces and concatenate the literal parts and the slot values, which is what the f-string would
-  evaluate to (escape sequences and ``{{``/``}}`` included).
+  evaluate to (escape sequences and ``{{``/``}}`` included) (``splits.evaluation.parse_template``).
 - Rendering follows the public evaluator: each post's newlines become tabs, the post is cut to
   2,000 characters and wrapped in triple double quotes; a post set is ``"\\n"`` + the posts joined
   by ``"\\n\\n"``; the theory's non-empty lines, stripped, joined by ``"\\n"``. The prompt goes to
@@ -26,8 +26,6 @@ B; ``switched`` says whether Post Set 1 is B's) and must say which set is which 
 from __future__ import annotations
 
 import argparse
-import ast
-import functools
 import hashlib
 import json
 import logging
@@ -42,103 +40,29 @@ import polars as pl
 
 from splits.config import (
     CM_SLOTS,
-    FSTRING_START,
     ConfigError,
-    unknown_slot_error,
-    unknown_slots,
+)
+from splits.evaluation import (
+    MAX_POST_CHARS,
+    PromptTemplate,
+    check_builtin_keys,
+    display_names,
+    format_theory,
+    group_names,
+    load_template,
+    model_registry,
+    names_pattern,
+    read_rows,
+    statements_by_group,
 )
 from splits.io import write_json, write_parquet
-from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
-from splits.sampling import RELEASE_COLUMNS
+from splits.llm.base import Backend, Completion, Request, SamplingParams
+from splits.text import content_terms, words
 
 log = logging.getLogger(__name__)
 
-MAX_POST_CHARS = 2000
 
 # --------------------------------------------------------------------------- templates
-
-
-@dataclass(frozen=True)
-class PromptTemplate:
-    """A prompt as literal pieces and slot names, rendered by concatenation (never ``eval``)."""
-
-    pieces: tuple[tuple[bool, str], ...]  # (is_slot, literal text or slot name)
-    path: str
-    fstring: bool
-
-    @property
-    def slots(self) -> set[str]:
-        return {text for is_slot, text in self.pieces if is_slot}
-
-    def render(self, values: Mapping[str, Any]) -> str:
-        out = []
-        for is_slot, text in self.pieces:
-            out.append(str(values[text]) if is_slot else text)
-        return "".join(out)
-
-
-def parse_template(
-    text: str, where: str, allowed: Sequence[str], required: Sequence[str] = ()
-) -> PromptTemplate:
-    """Parse a template text (plain slots, or a Python f-string literal file)."""
-    pieces: list[tuple[bool, str]] = []
-    fstring = bool(FSTRING_START.match(text))
-    if fstring:
-        try:
-            node = ast.parse(text.strip(), mode="eval").body
-        except SyntaxError as err:
-            raise ConfigError(f"{where}: not a valid f-string literal ({err.msg})") from err
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            parts: list[ast.expr] = [node]
-        elif isinstance(node, ast.JoinedStr):
-            parts = list(node.values)
-        else:
-            raise ConfigError(f"{where}: the file must hold a single f-string literal")
-        for part in parts:
-            if isinstance(part, ast.Constant) and isinstance(part.value, str):
-                pieces.append((False, part.value))
-            elif (
-                isinstance(part, ast.FormattedValue)
-                and isinstance(part.value, ast.Name)
-                and part.conversion == -1
-                and part.format_spec is None
-                and part.value.id in allowed
-            ):
-                pieces.append((True, part.value.id))
-            else:
-                expr = ast.unparse(part.value) if isinstance(part, ast.FormattedValue) else "?"
-                raise ConfigError(
-                    f"{where}: unsupported placeholder {{{expr}}} (allowed: {', '.join(allowed)})"
-                )
-    else:
-        unknown = unknown_slots(text, allowed)
-        if unknown:
-            raise unknown_slot_error(where, unknown[0], allowed)
-        pattern = re.compile(r"\{(" + "|".join(re.escape(s) for s in allowed) + r")\}")
-        pos = 0
-        for match in pattern.finditer(text):
-            if match.start() > pos:
-                pieces.append((False, text[pos : match.start()]))
-            pieces.append((True, match.group(1)))
-            pos = match.end()
-        if pos < len(text):
-            pieces.append((False, text[pos:]))
-    template = PromptTemplate(tuple(pieces), where, fstring)
-    missing = [s for s in required if s not in template.slots]
-    if missing:
-        raise ConfigError(
-            f"{where}: template lacks the slot(s) {', '.join('{' + m + '}' for m in missing)}"
-        )
-    return template
-
-
-def load_template(
-    path: str | Path, allowed: Sequence[str], required: Sequence[str] = ()
-) -> PromptTemplate:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"prompt template {path} does not exist")
-    return parse_template(path.read_text(encoding="utf-8"), str(path), allowed, required)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -151,10 +75,6 @@ def format_post(text: str, max_chars: int = MAX_POST_CHARS) -> str:
 
 def format_post_set(posts: Iterable[str], max_chars: int = MAX_POST_CHARS) -> str:
     return "\n" + "\n\n".join(format_post(p, max_chars) for p in posts)
-
-
-def format_theory(theory: str | None) -> str:
-    return "\n".join(line.strip() for line in str(theory or "").splitlines() if line.strip())
 
 
 def post_sets(sample_a: Sequence[str], sample_b: Sequence[str], switched: bool):
@@ -205,14 +125,6 @@ _GROUP_WORD = re.compile(r"\b(?:group|demographic)\b", re.IGNORECASE)
 _ARTICLE = re.compile(r"^(?:a|an|the)\s+", re.IGNORECASE)
 
 
-def _names_pattern(names: Iterable[str]) -> re.Pattern | None:
-    cleaned = sorted({n.strip().lower() for n in names if n and n.strip()}, key=len, reverse=True)
-    if not cleaned:
-        return None
-    alternatives = "|".join(re.escape(n) for n in cleaned)
-    return re.compile(r"(?<![a-z0-9])(?:" + alternatives + r")(?![a-z0-9])", re.IGNORECASE)
-
-
 _LETTER_WITH_NAME = re.compile(r"^([AB])\s*[(\[][^)\]]*[)\]]$")
 
 
@@ -245,7 +157,7 @@ def parse_answer(
     names_a: Iterable[str] = (),
     names_b: Iterable[str] = (),
 ) -> ParsedAnswer:
-    """Parse a CM answer (SPEC 2.9, made robust).
+    """Parse a CM answer (docs/method.md §2.9, made robust).
 
     Each line ``Post Set N: value`` (any case, markdown emphasis, numbering, missing space after
     the colon) is read; the value names a group by letter (``A``, ``Group B``, ``<A>``,
@@ -257,7 +169,7 @@ def parse_answer(
     the answer ``conflicting``. Both sets must be named, with different groups; otherwise the
     answer is undetected (``missing``, ``same``, ``unrecognised``).
     """
-    names = {"A": _names_pattern(names_a), "B": _names_pattern(names_b)}
+    names = {"A": names_pattern(names_a), "B": names_pattern(names_b)}
     found: dict[str, list[tuple[str | None, bool]]] = {"1": [], "2": []}
     for raw_line in str(text or "").splitlines():
         line = _MARKUP.sub("", raw_line)
@@ -289,55 +201,6 @@ def answer_text(set1_letter: str, explanation: str) -> str:
 
 # --------------------------------------------------------------------------- words
 
-TOKEN = re.compile(r"[a-z0-9][a-z0-9']*[a-z0-9]|[a-z0-9]")
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are aren't as at be because been before
-    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
-    don't down during each few for from further had hadn't has hasn't have haven't having he he'd
-    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into
-    is isn't it it's its itself let's me more most mustn't my myself no nor not of off on once only
-    or other ought our ours ourselves out over own same shan't she she'd she'll she's should
-    shouldn't so some such than that that's the their theirs them themselves then there there's
-    these they they'd they'll they're they've this those through to too under until up very was
-    wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while
-    who who's whom why why's with won't would wouldn't you you'd you'll you're you've your yours
-    yourself yourselves just also like get got really one would will im dont thats its ive can
-    even much many still well way go going know think make made lot things thing something people
-    s t re ve ll d m""".split()
-)
-
-
-def tokens(text: str) -> list[str]:
-    """Lowercased word tokens (letters, digits, inner apostrophes)."""
-    return TOKEN.findall(str(text).lower())
-
-
-_PUNCTUATION = re.compile(r"[,.;:!?()\[\]\"\n]+")
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _is_content(token: str) -> bool:
-    return token not in STOPWORDS and len(token) > 1 and not token.isdigit()
-
-
-def content_tokens(text: str) -> list[str]:
-    return [t for t in tokens(text) if _is_content(t)]
-
-
-def content_terms(text: str, bigrams: bool = True) -> list[str]:
-    """Content words, plus (with ``bigrams``) each pair of adjacent content words as "w1 w2"."""
-    out = [t for t in tokens(text) if _is_content(t)]
-    if bigrams:
-        for chunk in _PUNCTUATION.split(str(text)):  # a pair never spans punctuation
-            raw = tokens(chunk)
-            out += [
-                f"{a} {b}"
-                for a, b in zip(raw, raw[1:], strict=False)
-                if _is_content(a) and _is_content(b)
-            ]
-    return out
-
 
 # --------------------------------------------------------------------------- builtin CM
 
@@ -347,49 +210,10 @@ _THEORY_FILLER = frozenset(
     "demographic demographics members member set sets mention mentions talk talks tend tends "
     "often more less".split()
 )
-_CLAUSE_SPLIT = re.compile(r";|\bwhile\b|\bwhereas\b|\bbut\b|\bin contrast\b", re.IGNORECASE)
-_LETTER_MENTION = {
-    letter: re.compile(
-        r"(?:\bgroup|\bdemographic)\s*<?"
-        + letter
-        + r">?(?![A-Za-z0-9])|^\s*<?"
-        + letter
-        + r">?\s*[:)\-]",
-        re.IGNORECASE,
-    )
-    for letter in "AB"
-}
-
-
-def _mentions(text: str, letter: str, names: re.Pattern | None) -> bool:
-    if _LETTER_MENTION[letter].search(text):
-        return True
-    return bool(names is not None and names.search(text))
-
-
-def statements_by_group(
-    theory: str | None, names_a: Iterable[str] = (), names_b: Iterable[str] = ()
-) -> dict[str, list[str]]:
-    """The theory's statements about A and about B: lines (or clauses of a line) that name one
-    group only (by ``Group A``/``A:`` or by name). Statements naming neither or both are left out."""
-    patterns = {"A": _names_pattern(names_a), "B": _names_pattern(names_b)}
-    out: dict[str, list[str]] = {"A": [], "B": []}
-    for line in format_theory(theory).split("\n"):
-        if not line:
-            continue
-        pieces = [line]
-        hits = {k for k in "AB" if _mentions(line, k, patterns[k])}
-        if len(hits) == 2:
-            pieces = [p for p in _CLAUSE_SPLIT.split(line) if p.strip()]
-        for piece in pieces:
-            hits = {k for k in "AB" if _mentions(piece, k, patterns[k])}
-            if len(hits) == 1:
-                out[hits.pop()].append(piece.strip())
-    return out
 
 
 def _name_words(names: Iterable[str]) -> set[str]:
-    return {t for n in names for t in tokens(n)}
+    return {t for n in names for t in words(n)}
 
 
 def lexical_decision(payload: Mapping[str, Any]) -> tuple[str, str]:
@@ -428,14 +252,6 @@ def lexical_decision(payload: Mapping[str, Any]) -> tuple[str, str]:
     return letter, explanation
 
 
-def check_builtin_keys(name: str, spec: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(spec) - allowed - {"backend", "kind"})
-    if unknown:
-        raise ConfigError(
-            f"models.{name}.{unknown[0]}: unknown key for builtin kind {spec.get('kind')!r}"
-        )
-
-
 class LexicalCM(Backend):
     """Builtin CM: word overlap between each post set and each group's statements."""
 
@@ -459,45 +275,7 @@ class LexicalCM(Backend):
         return out
 
 
-@register_builtin("lexical")
-def _lexical_factory(name: str, spec: Mapping[str, Any]) -> Backend:
-    return LexicalCM(name, spec)
-
-
 # --------------------------------------------------------------------------- evaluation rows
-
-REQUIRED_COLUMNS = tuple(RELEASE_COLUMNS)  # the public release's (version 4) columns
-
-
-def read_rows(path: str | Path) -> pl.DataFrame:
-    """The subsampled evaluation rows (written by ``splits theorize subsample``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"evaluation rows {path} do not exist")
-    rows = pl.read_parquet(path)
-    missing = [c for c in ("quadruplet_id", "eval_row", *REQUIRED_COLUMNS) if c not in rows.columns]
-    if missing:
-        raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}")
-    return rows
-
-
-def display_names(path: str | Path | None) -> dict[str, str]:
-    """Demographic key -> display name from the demographics file (release names as fallback)."""
-    from splits.config import RELEASE_DISPLAY_NAMES, load_demographics
-
-    names = dict(RELEASE_DISPLAY_NAMES)
-    if path:
-        names.update({d.key: d.display_name for d in load_demographics(path)})
-    return names
-
-
-def group_names(key: str, names: Mapping[str, str]) -> list[str]:
-    """Ways a CM may name a group: its label, the label with spaces, its display name."""
-    out = [key, key.replace("_", " "), names.get(key, key)]
-    display = names.get(key, key)
-    if "(" in display:
-        out.append(display.split("(")[0].strip())
-    return list(dict.fromkeys(o for o in out if o))
 
 
 def build_cm_requests(
@@ -640,16 +418,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, help="predictions Parquet")
     parser.add_argument("--summary", help="JSON with the counts (detected, undetected by reason)")
-
-
-def model_registry(name: str, spec_json: str) -> dict[str, Any]:
-    try:
-        spec = json.loads(spec_json)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"models.{name}: --model-spec is not JSON ({err.msg})") from err
-    if not isinstance(spec, dict):
-        raise ConfigError(f"models.{name}: must be a mapping")
-    return {name: spec}
 
 
 def run(args: argparse.Namespace) -> int:

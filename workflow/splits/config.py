@@ -214,7 +214,7 @@ def validate_topics(topics: list[Topic], where: str = "topics") -> list[Topic]:
         seen.add(t.topic.lower())
         if not t.keywords or not all(isinstance(k, str) and k.strip() for k in t.keywords):
             raise ConfigError(f"{where}: topic {t.topic!r} has an empty keyword list or keyword")
-    from splits.bm25 import query_tokens  # the retrieval's own tokeniser and stop words
+    from splits.bm25 import query_tokens  # the retrieval's own words and stop words
 
     for t in topics:
         if not query_tokens(t.keywords):
@@ -512,7 +512,7 @@ def check_prompt_templates(config: dict) -> None:
             continue
         text = file.read_text(encoding="utf-8")
         if FSTRING_START.match(text):
-            from splits.classify import parse_template  # the f-string reader, only when needed
+            from splits.evaluation import parse_template  # the f-string reader, only when needed
 
             try:
                 parse_template(text, f"{key}: {path}", slots)

@@ -1,4 +1,4 @@
-"""Theory models a researcher brings (SPEC 2.8: any method may implement the TM).
+"""Theory models a researcher brings (docs/method.md §2.8: any method may implement the TM).
 
 Two registry backends, usable as TMs of any evaluation experiment:
 

@@ -148,7 +148,7 @@ topic; a classification model then uses that theory to tell which of two 3-post 
   rows. Columns: `description` (topic), `demographic_A`, `demographic_B`, `example_posts`
   (calibration set, k texts, shuffled), `sample_A`, `sample_B` (3 texts each), `switched` (if
   true, the classifier sees B's set as "Post Set 1"): the public release's (version 4) column
-  names, but here `sample_A` always holds A's posts (SPEC 2.7), whereas the release stores Post
+  names, but here `sample_A` always holds A's posts (docs/method.md §2.7), whereas the release stores Post
   Set 1 in `sample_A` (B's posts when `switched`); the evaluation stage reads both layouts; plus
   `quadruplet_id`, `category`, `example_post_ids`, `example_labels` ("A"/"B" per calibration
   post; hidden from the theory model), `sample_A_ids`, `sample_B_ids`.

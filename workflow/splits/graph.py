@@ -1,4 +1,4 @@
-"""Subreddit user graph and similarity (SPEC 2.2).
+"""Subreddit user graph and similarity (docs/method.md §2.2).
 
 Users of a subreddit are the accounts that posted or commented there. The stage keeps the top N
 subreddits by number of users among those with at least ``min_posts`` posts, and lists for every

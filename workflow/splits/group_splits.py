@@ -26,18 +26,11 @@ from typing import Any
 
 import polars as pl
 
-from splits.classify import read_rows
 from splits.config import ConfigError
+from splits.evaluation import read_rows
 from splits.io import write_text
-from splits.metrics import (
-    SPLITS,
-    benjamini_hochberg,
-    markdown_table,
-    sign_flip_p,
-    split_frame,
-    wilson_interval,
-    write_csv,
-)
+from splits.metrics import SPLITS, markdown_table, split_frame, write_csv
+from splits.stats import benjamini_hochberg, sign_flip_test, wilson_interval
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +127,7 @@ def split_table(
                 }
             )
         record["difference"] = record["accuracy_1"] - record["accuracy_2"]
-        record["p_value"] = sign_flip_p(differences, seed=seed)
+        record["p_value"] = sign_flip_test(differences, seed=seed)[1]
         records.append(record)
     records.sort(key=lambda r: (-r["difference"], r["p_value"], r["key"]))
     for q, record in zip(benjamini_hochberg([r["p_value"] for r in records]), records, strict=True):

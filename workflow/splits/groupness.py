@@ -1,4 +1,4 @@
-"""Demographic corpora and group-ness (SPEC 2.4).
+"""Demographic corpora and group-ness (docs/method.md §2.4).
 
 For one demographic d with seed set S_d:
 

@@ -1,4 +1,4 @@
-"""Human validation of theories (SPEC 2.11, paper Appendix C). Command line only.
+"""Human validation of theories (docs/method.md §2.11, paper Appendix C). Command line only.
 
 ``splits human export``: annotation sheets in the paper's design.
 
@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.classify import display_names, group_names, read_rows, statements_by_group
 from splits.config import ConfigError
+from splits.evaluation import display_names, group_names, read_rows, statements_by_group
 from splits.io import write_json, write_text
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 MEASURES = ("relevance", "centrality", "unexpectedness", "specificity")
 SIGNED_MEASURES = ("relevance", "centrality")
 PLAIN_MEASURES = ("unexpectedness", "specificity")
-PART_MEASURES = {"part1": SIGNED_MEASURES, "part2": PLAIN_MEASURES}
 STATEMENTS_PER_GROUP = 3
 HUMAN_STREAM = 0x4A11
 

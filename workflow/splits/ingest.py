@@ -1,4 +1,4 @@
-"""Ingest one input shard (SPEC 2.1): a ConvoKit corpus directory or ``.corpus.zip``, or a
+"""Ingest one input shard (docs/method.md §2.1): a ConvoKit corpus directory or ``.corpus.zip``, or a
 Pushshift / Arctic-Shift NDJSON file -> the posts table of that shard and its ingest report.
 
 Files are decompressed by content (magic bytes, not the name): zstd, gzip, bzip2, xz, or plain;
@@ -76,7 +76,7 @@ from polars.io.plugins import register_io_source
 from splits.config import ConfigError, InputError
 from splits.io import remove_stale_temporaries, write_json, write_parquet
 
-try:  # orjson is ~3x faster on the slow (per-line) path; the stdlib is the fallback
+try:  # orjson is faster on the slow (per-line) path; the stdlib is the fallback
     import orjson
 
     _loads = orjson.loads
@@ -640,16 +640,6 @@ def read_titles(source: _Source, chunk_bytes: int = 1 << 24) -> pl.DataFrame:
     )
 
 
-def write_titles(source: _Source, parts_dir: Path, chunk_bytes: int = 1 << 24) -> list[Path]:
-    """The titles of :func:`read_titles` as an Arrow IPC file in ``parts_dir``."""
-    titles = read_titles(source, chunk_bytes)
-    if titles.height == 0:
-        return []
-    path = parts_dir / "titles-00000.arrow"
-    titles.write_ipc(path)
-    return [path]
-
-
 class TitleIndex:
     """Titles looked up by conversation id without a join per chunk: the 64-bit hashes of the
     ids, sorted, are binary-searched (numpy) and every hit is confirmed on the id itself."""
@@ -966,11 +956,6 @@ class Cleaner:
                 counts[r] += int(n)
             frame = frame.filter(pl.col("_reason").is_null())
         return frame.select(self._posts)
-
-
-def clean_chunk(raw: pl.DataFrame, bots: set[str], counts: Counter) -> pl.DataFrame:
-    """One raw chunk cleaned (no titles to look up): see :class:`Cleaner`."""
-    return Cleaner(bots, None, counts)(raw)
 
 
 # --------------------------------------------------------------------------- duplicates

@@ -1,4 +1,4 @@
-"""Metrics of the Group Theorization evaluation (SPEC 2.10).
+"""Metrics of the Group Theorization evaluation (docs/method.md §2.10).
 
 - accuracy with undetected answers counted as wrong (the paper's), accuracy over detected answers
   only, and the undetected rate; each with its count and a 95% Wilson interval;
@@ -22,56 +22,19 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
-from splits.classify import read_rows
 from splits.config import ConfigError
+from splits.evaluation import read_rows
 from splits.io import write_json, write_parquet, write_text
+from splits.stats import benjamini_hochberg, mcnemar_exact, sign_flip_test, wilson_interval
 
 log = logging.getLogger(__name__)
 
-Z_95 = 1.959963984540054  # scipy.stats.norm.ppf(0.975); scipy.stats is slow to import
 SPLITS = ("pair", "demographic", "category", "category_demographic", "topic")
 CONFIG_COLUMNS = ("tm", "cm", "k")
 
 # --------------------------------------------------------------------------- statistics
-
-
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion; (nan, nan) when n == 0."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant counts b (only model 1 right) and c
-    (only model 2 right): the binomial test of min(b, c) in b + c trials at 1/2."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))  # exact integers
-    return min(1.0, 2 * tail / 2**n)
-
-
-def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (step-up, monotone, capped at 1); NaNs stay NaN."""
-    p = np.asarray(p_values, dtype=float)
-    out = np.full(p.shape, np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    m = len(valid)
-    if m == 0:
-        return out.tolist()
-    order = valid[np.argsort(p[valid], kind="stable")]
-    ranked = p[order] * m / np.arange(1, m + 1)
-    adjusted = np.minimum.accumulate(ranked[::-1])[::-1]
-    out[order] = np.minimum(adjusted, 1.0)
-    return out.tolist()
 
 
 def geometric_mean(values: Sequence[float]) -> float:
@@ -322,20 +285,6 @@ GROUP_SCHEMA = {
     "difference": pl.Float64,
     "p_value": pl.Float64,
 }
-SIGN_FLIPS = 10_000
-
-
-def sign_flip_p(differences: np.ndarray, flips: int = SIGN_FLIPS, seed: int = 0) -> float:
-    """Two-sided paired sign-flip permutation p-value of the mean of ``differences``
-    ((count of |permuted mean| >= |observed| + 1) / (flips + 1))."""
-    differences = np.asarray(differences, dtype=float)
-    if differences.size == 0 or not np.any(differences):
-        return 1.0
-    rng = np.random.default_rng(seed)
-    observed = abs(differences.mean())
-    signs = rng.choice([-1.0, 1.0], size=(flips, differences.size))
-    permuted = np.abs((signs * differences).mean(axis=1))
-    return float((np.sum(permuted >= observed - 1e-12) + 1) / (flips + 1))
 
 
 def groups_table(
@@ -386,7 +335,7 @@ def groups_table(
                             **record,
                             "versus": second,
                             "difference": float(diff.mean()) if diff.size else math.nan,
-                            "p_value": sign_flip_p(diff, seed=seed),
+                            "p_value": sign_flip_test(diff, seed=seed)[1],
                         }
                     )
                     break

@@ -32,18 +32,15 @@ from typing import Any
 
 import polars as pl
 
-from splits.classify import (
-    CM_SLOTS,
+from splits.classify import build_cm_requests, read_theories, theories_by_row
+from splits.config import CM_SLOTS, ConfigError
+from splits.evaluation import (
     MAX_POST_CHARS,
-    build_cm_requests,
     display_names,
     load_template,
     model_registry,
     read_rows,
-    read_theories,
-    theories_by_row,
 )
-from splits.config import ConfigError
 from splits.io import read_json, write_json, write_text
 from splits.llm.base import SamplingParams
 

@@ -1,4 +1,4 @@
-"""Group Theorization quadruplets (SPEC 2.7) and their validator.
+"""Group Theorization quadruplets (docs/method.md §2.7) and their validator.
 
 For every topic t and unordered pair {A, B} of demographics (A < B alphabetically, as in the
 release), the pools are the topic posts of A and of B on t. A post found in both pools (its author
@@ -61,10 +61,6 @@ QUADRUPLET_SCHEMA = {
     "sample_A_ids": pl.List(pl.String),
     "sample_B_ids": pl.List(pl.String),
 }
-
-
-class QuadrupletValidationError(RuntimeError):
-    """The sampled quadruplets break an invariant (a bug, never a user error)."""
 
 
 @dataclass(frozen=True)
@@ -412,12 +408,6 @@ def warn_empty_pairs(quadruplets: pl.DataFrame, pools: pl.DataFrame, k: int) -> 
         )
         empty.append(f"{a}/{b}")
     return sorted(empty)
-
-
-def check_quadruplets(quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k: int) -> None:
-    problems = validate_quadruplets(quadruplets, topic_posts, k)
-    if problems:
-        raise QuadrupletValidationError("; ".join(problems))
 
 
 def summary(quadruplets: pl.DataFrame) -> dict[str, object]:

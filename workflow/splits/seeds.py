@@ -1,4 +1,4 @@
-"""Seed-set expansion (SPEC 2.3): the annotators' procedure as a terminal program.
+"""Seed-set expansion (docs/method.md §2.3): the annotators' procedure as a terminal program.
 
 Start from one subreddit. For the subreddit at the head of the queue, the annotator sees its top
 neighbours by Jaccard and by cosine and decides, for each shown subreddit not decided yet:

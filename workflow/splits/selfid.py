@@ -1,4 +1,4 @@
-"""Self-identification validation and thresholds (SPEC 2.5).
+"""Self-identification validation and thresholds (docs/method.md §2.5).
 
 ``splits selfid search`` (one demographic d):
 

@@ -1,4 +1,4 @@
-"""Theory-model (TM) stage of the Group Theorization evaluation (SPEC 2.8), and the evaluation
+"""Theory-model (TM) stage of the Group Theorization evaluation (docs/method.md §2.8), and the evaluation
 subsample every TM, CM and k shares.
 
 ``splits theorize subsample``: read the pipeline's quadruplets or the public release (version-4
@@ -22,7 +22,6 @@ message (or as a raw completion with ``--raw-prompt``). Builtin TMs:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 from collections import Counter
@@ -33,29 +32,29 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.classify import (
+from splits.config import TM_SLOTS, ConfigError, InputError
+from splits.evaluation import (
     MAX_POST_CHARS,
     REQUIRED_COLUMNS,
     PromptTemplate,
     check_builtin_keys,
-    content_terms,
     display_names,
     load_template,
     model_registry,
     read_rows,
 )
-from splits.config import TM_SLOTS, ConfigError, InputError
 from splits.io import write_json, write_parquet
-from splits.llm.base import Backend, Completion, Request, SamplingParams, register_builtin
+from splits.llm.base import Backend, Completion, Request, SamplingParams
+from splits.text import content_terms, words
 
 log = logging.getLogger(__name__)
 
 TM_REQUIRED = ("group_a", "group_b", "topic", "posts")
 SUBSAMPLE_STREAM = 0x5E1
 #: words per group in an oracle-lexical theory: with 8 + 8 calibration posts most distinctive
-#: words occur once, so a long list covers more of a group's real markers (measured on the sample
-#: corpus: 10 words 0.73, 50 words 0.77 accuracy with the lexical CM)
-ORACLE_N_WORDS = 50  # seed stream of the evaluation subsample
+#: words occur once, so a long list covers more of a group's real markers (a longer list gave the
+#: lexical CM a higher accuracy on the sample corpus)
+ORACLE_N_WORDS = 50
 
 # --------------------------------------------------------------------------- subsample
 
@@ -79,7 +78,7 @@ LAYOUTS = ("auto", "by_group", "by_post_set")
 
 def resolve_layout(frame: pl.DataFrame, layout: str) -> str:
     """``by_group``: ``sample_A`` holds A's posts and Post Set 1 is ``sample_B`` when switched
-    (SPEC 2.7, the pipeline's quadruplets). ``by_post_set``: ``sample_A`` is Post Set 1, i.e. B's
+    (docs/method.md §2.7, the pipeline's quadruplets). ``by_post_set``: ``sample_A`` is Post Set 1, i.e. B's
     posts when switched (the public release, version 4: its DETAILS.md, and its evaluator, which
     always shows ``sample_A`` first). ``auto``: by_group when the table has the pipeline's hidden
     columns (``example_labels`` or ``sample_A_ids``), else by_post_set."""
@@ -382,16 +381,14 @@ def oracle_theory(
             "which these evaluation rows lack (the public release has none)"
         )
     posts = payload.get("posts") or []
-    from splits.classify import tokens
-
-    exclude = set(tokens(payload.get("group_a", ""))) | set(tokens(payload.get("group_b", "")))
-    words = distinctive_words(posts, labels, n_words, prior_strength, exclude, bigrams)
+    exclude = set(words(payload.get("group_a", ""))) | set(words(payload.get("group_b", "")))
+    distinctive = distinctive_words(posts, labels, n_words, prior_strength, exclude, bigrams)
     lines = []
     for letter, key in (("A", "group_a"), ("B", "group_b")):
-        if words[letter]:
+        if distinctive[letter]:
             lines.append(
                 f"Group {letter} ({payload.get(key, letter)}) posts use words like: "
-                + ", ".join(words[letter])
+                + ", ".join(distinctive[letter])
             )
     return "\n".join(lines)
 
@@ -443,16 +440,6 @@ class OracleLexicalTM(Backend):
             )
             out.append(Completion(text, "stop", 0, len(text.split()), 0.0))
         return out
-
-
-@register_builtin("no-theory")
-def _no_theory_factory(name: str, spec: Mapping[str, Any]) -> Backend:
-    return NoTheoryTM(name, spec)
-
-
-@register_builtin("oracle-lexical")
-def _oracle_lexical_factory(name: str, spec: Mapping[str, Any]) -> Backend:
-    return OracleLexicalTM(name, spec)
 
 
 # --------------------------------------------------------------------------- generate
@@ -612,7 +599,3 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "subsample":
         return run_subsample(args)
     return run_generate(args)
-
-
-def registry_json(spec: Mapping[str, Any]) -> str:
-    return json.dumps(dict(spec), sort_keys=True)

@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from splits.hypotheses.lexicon import canonical_lexicon
-from splits.hypotheses.lift import LiftSettings, bh_q, lift_statistics, ranked_counts
+from splits.hypotheses.lift import LiftSettings, lift_statistics, ranked_counts
 from splits.hypotheses.retrieval import PoolIndex, matched_spans, pools_of_topic
 from splits.hypotheses.triviality import (
     Encoder,
@@ -30,6 +30,7 @@ from splits.hypotheses.triviality import (
     joined,
     subspace_recall,
 )
+from splits.stats import benjamini_hochberg
 
 VECTOR_CACHE_TEXTS = 1024  # encoded texts kept for triviality (identity words, lexicons)
 
@@ -194,5 +195,5 @@ def q_values(results: Sequence[QueryResult]) -> list[np.ndarray]:
     """Benjamini-Hochberg q of every row of several queries together, split back per query."""
     sizes = [r.rows.height for r in results]
     p = np.concatenate([r.rows["p_value"].to_numpy() for r in results if r.rows.height] or [[]])
-    q = bh_q(p)
+    q = benjamini_hochberg(p)
     return list(np.split(q, np.cumsum(sizes)[:-1])) if sizes else []

@@ -8,7 +8,7 @@ is a list of words and phrases; ``source`` says where it came from (``user``, ``
 citation, a rationale or the theory line it came from.
 
 Lexicon entries are matched on the retrieval tokens: lowercase runs of letters and digits (the
-tokeniser of the BM25 topic splits, ``splits.bm25.TOKEN_PATTERN``) with stop words KEPT, because
+tokeniser of the BM25 topic splits, ``splits.text.words``) with stop words KEPT, because
 lexical features often are function words ("finna", "he be", "y'all" -> "y", "all"). An entry of
 one token is a term, an entry of several tokens a phrase (its tokens must occur consecutively).
 
@@ -26,7 +26,6 @@ import csv
 import hashlib
 import io
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +35,8 @@ from typing import Any
 import polars as pl
 import yaml
 
-from splits.bm25 import TOKEN_PATTERN
 from splits.config import ConfigError
+from splits.text import words
 
 SOURCES = ("user", "llm", "theory", "known", "planted", "null", "trivial")
 SET_COLUMNS = [
@@ -62,12 +61,11 @@ SET_SCHEMA = {
 }
 #: a record's ``demographic_B`` of "*" stands for every other demographic of the run
 ALL_OTHERS = "*"
-_TOKEN_RE = re.compile(TOKEN_PATTERN)
 
 
 def entry_tokens(entry: str) -> tuple[str, ...]:
     """The retrieval tokens of one lexicon entry (lowercase letter/digit runs, stop words kept)."""
-    return tuple(_TOKEN_RE.findall(str(entry).lower()))
+    return tuple(words(str(entry)))
 
 
 def canonical_lexicon(lexicon: Iterable[str]) -> tuple[tuple[str, ...], ...]:

@@ -34,6 +34,7 @@ from scipy import special, stats
 
 from splits.hypotheses.lexicon import Hypothesis
 from splits.hypotheses.retrieval import PoolIndex, depth, list_length, pools_of_topic
+from splits.stats import clopper_pearson
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +68,6 @@ def hypergeom_p(hits, n, target_in_list, list_size) -> np.ndarray:
     """One-sided P(X >= hits), X ~ Hypergeom(list_size, target_in_list, n)."""
     hits = np.asarray(hits)
     return stats.hypergeom.sf(hits - 1, list_size, target_in_list, n)
-
-
-def clopper_pearson(successes, trials, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """Exact two-sided 1 - alpha interval of a binomial proportion (beta quantiles); trials = 0
-    gives [0, 1]."""
-    x = np.asarray(successes, dtype=np.float64)
-    m = np.asarray(trials, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(x > 0, stats.beta.ppf(alpha / 2, x, m - x + 1), 0.0)
-        high = np.where(x < m, stats.beta.ppf(1 - alpha / 2, x + 1, m - x), 1.0)
-    low = np.where(m > 0, np.nan_to_num(low, nan=0.0), 0.0)
-    high = np.where(m > 0, np.nan_to_num(high, nan=1.0), 1.0)
-    return low, high
 
 
 def _population_lift(top_share, rest_share, fraction) -> np.ndarray:
@@ -161,14 +149,6 @@ def hypergeom_quantiles(n, big_k, big_n, tail: float, chunk: int = 256):
             np.arange(len(rows)), np.argmax((above <= tail * (1 + _SLACK)) & inside, axis=1)
         ]
     return low, high
-
-
-def bh_q(p_values) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (``scipy.stats.false_discovery_control``)."""
-    p = np.asarray(p_values, dtype=np.float64)
-    if p.size == 0:
-        return p
-    return stats.false_discovery_control(p, method="bh")
 
 
 def lift_statistics(hits, n, target_in_list, list_size, alpha: float) -> dict[str, np.ndarray]:

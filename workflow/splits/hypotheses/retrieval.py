@@ -28,17 +28,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from splits.bm25 import EPSILON, K1, POLARS_TOKEN_PATTERN, TOKEN_PATTERN, B
+from splits.bm25 import EPSILON, K1, B
 from splits.hypotheses.lexicon import canonical_lexicon, query_text
+from splits.text import POLARS_WORD_PATTERN, WORD_RE
 
-_TOKEN_RE = re.compile(TOKEN_PATTERN)
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -131,7 +130,7 @@ class PoolIndex:
                 pl.col("text")
                 .fill_null("")
                 .str.to_lowercase()
-                .str.extract_all(POLARS_TOKEN_PATTERN)
+                .str.extract_all(POLARS_WORD_PATTERN)
                 .alias("tok"),
             )
         )
@@ -309,7 +308,7 @@ def query_key(lexicon: Sequence[str], seed: int) -> int:
 def matched_spans(text: str, lexicon: Sequence[str]) -> list[tuple[int, int]]:
     """Character spans (start, end) of every occurrence of a lexicon entry in ``text``, merged
     where they overlap, in text order (for highlighting retrieved posts)."""
-    matches = list(_TOKEN_RE.finditer(str(text)))
+    matches = list(WORD_RE.finditer(str(text)))
     words = [m.group(0).lower() for m in matches]
     spans = []
     for tokens in canonical_lexicon(lexicon):

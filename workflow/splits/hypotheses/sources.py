@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.bm25 import ENGLISH_STOP_WORDS
-from splits.classify import load_template
 from splits.config import ConfigError
+from splits.evaluation import load_template
 from splits.hypotheses.lexicon import Cleaner, entry_tokens, stable_id
 from splits.llm.base import Request, SamplingParams
+from splits.text import STOP_WORDS
 from splits.theory import one_line
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,10 @@ def sample_records(
             for t in vocabulary
             if t not in marker_tokens
             and t not in identity_tokens
-            and t not in ENGLISH_STOP_WORDS
+            and t not in STOP_WORDS
             and not t.isdigit()
         ]
-        stop = [t for t in vocabulary if t in ENGLISH_STOP_WORDS]
+        stop = [t for t in vocabulary if t in STOP_WORDS]
         for a, b in pairs_of(demographics):
             for target in (a, b):
                 common = {"topic": topic, "demographic_A": a, "demographic_B": b, "target": target}

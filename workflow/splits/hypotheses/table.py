@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from splits.hypotheses.lift import bh_q
+from splits.stats import benjamini_hochberg
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def build_table(lift: pl.DataFrame, triviality: pl.DataFrame) -> pl.DataFrame:
         on="hypothesis_id",
         how="left",
     )
-    q = bh_q(joined["p_value"].to_numpy())
+    q = benjamini_hochberg(joined["p_value"].to_numpy())
     return joined.with_columns(pl.Series("q_value", q, dtype=pl.Float64)).select(TABLE_COLUMNS)
 
 

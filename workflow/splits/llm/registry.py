@@ -3,7 +3,8 @@
 A registry maps names to specs (``{backend: vllm|openai|transformers|builtin, ...}``); the keys of
 each backend, their types and defaults live in ``workflow/schemas/config.schema.yaml`` (section
 ``models``), which is also what validates a registry handed to ``load_model`` directly.
-``BACKENDS`` maps each backend name to its class, builtin kinds come from ``BUILTIN_MODELS``.
+``BACKENDS`` and ``BUILTIN_KINDS`` map each backend and builtin kind to the "module:Class" that
+implements it, imported only when first needed.
 Engines are lazy: ``load_model`` reads the cache identity off the spec, and the engine (vLLM,
 transformers weights) is built only when a request misses the response cache.
 """
@@ -27,8 +28,6 @@ from splits.llm.cache import ResponseCache, request_key
 
 log = logging.getLogger(__name__)
 
-#: modules that register builtin kinds; imported lazily, only when a kind is not yet known
-BUILTIN_PROVIDERS = ("splits.theory", "splits.classify", "splits.probes.scripted")
 #: batches with at least this many uncached requests get a progress bar
 PROGRESS_MIN_REQUESTS = 16
 
@@ -99,56 +98,63 @@ def gpu_resources(name: str, registry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: backend name -> "module:Class" of its Backend, imported only when a model of that backend is
-#: first needed (builtin kinds come from ``BUILTIN_MODELS``)
+#: first needed
 BACKENDS: dict[str, str] = {
     "vllm": "splits.llm.vllm_backend:VLLMBackend",
     "openai": "splits.llm.openai_api:OpenAIBackend",
     "transformers": "splits.llm.hf:TransformersBackend",
     "python": "splits.custom_tm:PythonTM",
 }
+#: builtin kind (``backend: builtin``) -> "module:Class" of its Backend, imported the same way;
+#: kinds registered at run time with ``register_builtin`` (tests, plugins) come first
+BUILTIN_KINDS: dict[str, str] = {
+    "lexical": "splits.classify:LexicalCM",
+    "no-theory": "splits.theory:NoTheoryTM",
+    "oracle-lexical": "splits.theory:OracleLexicalTM",
+    "probe-scripted": "splits.probes.scripted:ScriptedProbeModel",
+}
+#: optional library a backend imports -> the extra of this package that installs it
+EXTRAS = {"vllm": "vllm", "transformers": "llm", "tokenizers": "llm", "torch": "llm"}
 
 
-def _builtin_factory(name: str, kind: str):
-    if kind in BUILTIN_MODELS:
-        return BUILTIN_MODELS[kind]
-    failures: list[str] = []
-    for module in BUILTIN_PROVIDERS:
-        if kind in BUILTIN_MODELS:
-            break
-        if module in sys.modules:
-            continue
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name is not None and module.startswith(err.name):
-                continue  # that provider does not exist (yet): other kinds still work
-            failures.append(f"{module}: {err}")
-            log.warning("builtin model provider %s failed to import: %s", module, err)
-        except Exception as err:  # a broken provider must not break the other kinds
-            failures.append(f"{module}: {type(err).__name__}: {err}")
-            log.warning("builtin model provider %s failed to import: %s", module, err)
-    if kind in BUILTIN_MODELS:
-        return BUILTIN_MODELS[kind]
-    known = ", ".join(sorted(BUILTIN_MODELS)) or "none"
-    hint = f"; provider import errors: {'; '.join(failures)}" if failures else ""
-    raise ConfigError(f"models.{name}.kind: unknown builtin kind {kind!r} (known: {known}){hint}")
+def _import_target(target: str, where: str):
+    """The attribute named by "module:attribute"; a missing optional library is one ConfigError
+    line naming the extra to install, any other import error propagates."""
+    module, _, attribute = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except ModuleNotFoundError as err:
+        library = (err.name or "").split(".")[0]
+        if library not in EXTRAS:
+            raise
+        raise ConfigError(
+            f"{where}: needs {library}, which is not installed "
+            f"(pip install 'splits[{EXTRAS[library]}]')"
+        ) from err
 
 
 def backend_factory(name: str, spec: Mapping[str, Any]):
-    """What builds the backend of a validated spec: a Backend class (or, for builtin kinds, a
-    factory ``(name, spec) -> Backend``). Importing it is cheap; building it may not be."""
+    """What builds the backend of a validated spec: a Backend class (or, for builtin kinds
+    registered at run time, a factory ``(name, spec) -> Backend``). Importing it is cheap;
+    building it may not be."""
     backend = spec["backend"]
     if backend == "builtin":
-        return _builtin_factory(name, str(spec["kind"]))
+        kind = str(spec["kind"])
+        if kind in BUILTIN_MODELS:
+            return BUILTIN_MODELS[kind]
+        if kind not in BUILTIN_KINDS:
+            known = ", ".join(sorted(set(BUILTIN_KINDS) | set(BUILTIN_MODELS)))
+            raise ConfigError(f"models.{name}.kind: unknown builtin kind {kind!r} (known: {known})")
+        return _import_target(BUILTIN_KINDS[kind], f"models.{name}.kind")
     if backend == "precomputed":
         raise ConfigError(
             f"models.{name}: a precomputed-theories model answers no requests; it can only be a "
             "TM of the evaluation"
         )
     if backend not in BACKENDS:
-        raise ConfigError(f"models.{name}.backend: unknown backend {backend!r}")
-    module, _, attribute = BACKENDS[backend].partition(":")
-    return getattr(importlib.import_module(module), attribute)
+        known = ", ".join(sorted(BACKENDS))
+        raise ConfigError(f"models.{name}.backend: unknown backend {backend!r} (known: {known})")
+    return _import_target(BACKENDS[backend], f"models.{name}.backend")
 
 
 def build_backend(name: str, spec: Mapping[str, Any]) -> Backend:

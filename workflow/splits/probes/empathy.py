@@ -1,4 +1,4 @@
-"""Perception probe, empathy gap (SPEC 3.1; Hou, Daumé III & Rudinger 2025).
+"""Perception probe, empathy gap (docs/method.md §3.1; Hou, Daumé III & Rudinger 2025).
 
 A perceiver persona ("You are {perceiver}.") rates the intensity of an emotion felt by an
 experiencer in a narrative. Both sides range over the *names* of a group set; a group may have
@@ -37,7 +37,7 @@ from splits.config import ConfigError
 from splits.llm.base import Request, SamplingParams
 from splits.plots import message_figure, save_figure
 from splits.probes.common import Group, chat, fill, one_line
-from splits.probes.stats import sign_flip_test
+from splits.stats import bonferroni, sign_flip_test
 
 REFUSAL = re.compile(
     r"\b(i can(?:no|')t|i cannot|i won't|i am unable|i'm unable|as an ai|i'm sorry|i am sorry|"
@@ -457,8 +457,8 @@ def empathy_gap(
             if p != e and not neutral and kept_shown:
                 t_p, p_p = _paired_t(full[:, p, e], full[:, p, p])
                 t_e, p_e = _paired_t(full[:, p, e], full[:, e, e])
-                bonf_p = None if p_p is None else min(1.0, p_p * tests)
-                bonf_e = None if p_e is None else min(1.0, p_e * tests)
+                bonf_p = None if p_p is None else float(bonferroni([p_p], m=tests)[0])
+                bonf_e = None if p_e is None else float(bonferroni([p_e], m=tests)[0])
                 significant = (
                     bonf_p is not None and bonf_e is not None and bonf_p < alpha and bonf_e < alpha
                 )

@@ -1,4 +1,4 @@
-"""GRASP agreement analysis (SPEC 3.2, Prabhakaran et al.): how much a rater group's ratings
+"""GRASP agreement analysis (docs/method.md §3.2, Prabhakaran et al.): how much a rater group's ratings
 hang together (in-group cohesion) and how much they agree with everyone else's (cross-group
 cohesion), with permutation tests of the rater attributes.
 
@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 
 from splits.config import ConfigError
-from splits.probes.stats import benjamini_hochberg, one_sided_permutation_p
+from splits.stats import benjamini_hochberg, one_sided_permutation_p
 
 log = logging.getLogger(__name__)
 
@@ -151,16 +151,6 @@ def xrr_from_counts(counts_x: np.ndarray, counts_y: np.ndarray) -> np.ndarray:
         d_e = 1.0 - (p_x * p_y).sum(axis=-1)
         kappa = 1.0 - d_o / d_e
     return np.where(both.any(axis=-1) & (d_e > 0), kappa, np.nan)
-
-
-def cross_replication_reliability(
-    codes_x: np.ndarray, codes_y: np.ndarray, n_categories: int
-) -> float:
-    """XRR between two code matrices over the same items (items x raters_x, items x raters_y)."""
-    count = lambda codes: np.stack(  # noqa: E731
-        [(np.asarray(codes) == c).sum(axis=1) for c in range(n_categories)], axis=-1
-    )
-    return float(xrr_from_counts(count(codes_x), count(codes_y)))
 
 
 def _mean_over(values: np.ndarray, where: np.ndarray) -> np.ndarray:
@@ -338,7 +328,7 @@ def _nan_median(values: np.ndarray) -> float:
 
 
 def _direction(observed: float, null_median: float) -> str | None:
-    """Which side of the null median the observed value lies on (SPEC 3.2's one-sided rule)."""
+    """Which side of the null median the observed value lies on (docs/method.md §3.2's one-sided rule)."""
     if np.isnan(observed) or np.isnan(null_median):
         return None
     return "above" if observed >= null_median else "below"
@@ -359,7 +349,7 @@ def grasp(
     chunk: int = 256,
 ) -> GraspResult:
     """Every metric per group with its permutation p-value (rater attributes permuted, i.e. a
-    random rater set of the group's size; SPEC 3.2's one-sided rule: the share of permuted
+    random rater set of the group's size; docs/method.md §3.2's one-sided rule: the share of permuted
     values beyond the observed one on the observed side of the null median), the side of the
     null median the observed value lies on, and Benjamini-Hochberg q-values across groups, per
     metric."""

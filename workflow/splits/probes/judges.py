@@ -1,4 +1,4 @@
-"""LLM judges as GRASP raters (SPEC 3.2 on the evaluation's CM judgments, SPEC 2.9).
+"""LLM judges as GRASP raters (docs/method.md §3.2 on the evaluation's CM judgments, docs/method.md §2.9).
 
 Every (TM, CM, k) configuration of an evaluation experiment judges the same quadruplets: for
 each row the CM says which post set is which group's. Each configuration is taken as one rater

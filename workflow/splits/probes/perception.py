@@ -1,4 +1,4 @@
-"""Perception probe, stress (SPEC 3.1; GenderBench's Dreaddit probe).
+"""Perception probe, stress (docs/method.md §3.1; GenderBench's Dreaddit probe).
 
 Every text gets the same yes/no stress question once per group ("The writer is {group}."),
 several attempts per prompt when the temperature is above 0. Metrics per group (tp, tn, fp, fn,

@@ -1,4 +1,4 @@
-"""Implicit personalization (SPEC 3.3; Jin et al. 2024).
+"""Implicit personalization (docs/method.md §3.3; Jin et al. 2024).
 
 Each post of group i is rewritten through the LLM layer so that its cues point to group j while
 its meaning stays. A rewrite is kept when it is not empty, differs from the original, its
@@ -25,7 +25,7 @@ import polars as pl
 
 from splits.llm.base import Request, SamplingParams
 from splits.probes.common import Group, chat, fill, one_line
-from splits.probes.stats import bonferroni, sign_flip_test, sign_test_below
+from splits.stats import bonferroni, sign_flip_test, sign_test_below
 
 TOKEN = re.compile(r"[a-z0-9']+")
 JUDGE_LINE = re.compile(r"\b(group|content)\s*[:=-]\s*\**\s*(yes|no)\b", re.IGNORECASE)

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from splits.llm.base import Backend, Completion, Request, register_builtin
+from splits.llm.base import Backend, Completion, Request
 
 STRESS_WORDS = (
     "stress", "stressed", "anxious", "anxiety", "worried", "worry", "panic", "afraid", "scared",
@@ -211,8 +211,3 @@ class ScriptedProbeModel(Backend):
         reply = "Thanks for sharing. " + " ".join(content)
         extra = [sentence for word, sentence in self.reply_bias.items() if _contains(text, word)]
         return " ".join([reply, *extra])
-
-
-@register_builtin("probe-scripted")
-def scripted_probe_model(name: str, spec: Mapping[str, Any]) -> Backend:
-    return ScriptedProbeModel(name, spec)

@@ -244,7 +244,7 @@ class Sandbox:
         config (the demographics file, identity words) are read from the current directory, as
         Snakemake does. ``encoder``: the triviality encoder (default: the config's
         ``hypotheses.encoder``; ``"none"``: no triviality)."""
-        from splits.classify import display_names
+        from splits.evaluation import display_names
         from splits.hypotheses.triviality import load_encoder, load_identity_words
 
         config = load_config(configfile)

@@ -1,0 +1,154 @@
+"""The shared statistics of ``splits.stats`` against independent oracles: statsmodels
+(multipletests, proportion_confint, mcnemar), scipy (binomtest), brute-force enumeration of every
+sign assignment for small n, and hand values."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+from splits.stats import (
+    benjamini_hochberg,
+    bonferroni,
+    clopper_pearson,
+    mcnemar_exact,
+    one_sided_permutation_p,
+    sign_flip_test,
+    sign_test_below,
+    wilson_interval,
+)
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
+
+# --------------------------------------------------------------------------- multiple comparisons
+
+
+def test_benjamini_hochberg_matches_statsmodels():
+    rng = np.random.default_rng(3)
+    for size in (1, 2, 5, 22, 500):
+        p = rng.random(size) ** 3
+        p[: size // 4] = np.round(p[: size // 4], 2)  # ties
+        np.testing.assert_allclose(
+            benjamini_hochberg(p), multipletests(p, method="fdr_bh")[1], rtol=1e-12, atol=0
+        )
+
+
+def test_benjamini_hochberg_hand_values_and_nan_rule():
+    # sorted p 0.01, 0.03, 0.04, 0.20 -> p m / i = 0.04, 0.06, 0.0533, 0.20 -> running minimum
+    # from the largest: 0.04, 0.0533, 0.0533, 0.20
+    q = benjamini_hochberg([0.01, 0.04, 0.03, 0.20])
+    assert q == pytest.approx([0.04, 0.04 * 4 / 3, 0.04 * 4 / 3, 0.20])
+    # NaN stays NaN and does not count: the family is the two real tests
+    with_nan = benjamini_hochberg([0.01, float("nan"), 0.04])
+    assert math.isnan(with_nan[1])
+    assert with_nan[0] == pytest.approx(0.02) and with_nan[2] == pytest.approx(0.04)
+    assert benjamini_hochberg([]).shape == (0,)
+    assert np.isnan(benjamini_hochberg([float("nan")])).all()
+
+
+def test_bonferroni_matches_statsmodels_and_family_size():
+    p = np.array([0.001, 0.02, 0.3, 0.04])
+    np.testing.assert_allclose(bonferroni(p), multipletests(p, method="bonferroni")[1])
+    assert bonferroni([0.01], m=15)[0] == pytest.approx(0.15)
+    out = bonferroni([0.01, float("nan")])
+    assert out[0] == pytest.approx(0.01) and math.isnan(out[1])
+
+
+# --------------------------------------------------------------------------- sign flips
+
+
+def exact_sign_flip_p(differences) -> float:
+    """Share of all 2^n sign assignments whose |mean| reaches the observed one."""
+    d = np.asarray(differences, dtype=float)
+    observed = abs(d.mean())
+    hits = [
+        abs((np.array(signs) * d).mean()) >= observed - 1e-12
+        for signs in itertools.product((-1, 1), repeat=len(d))
+    ]
+    return float(np.mean(hits))
+
+
+@pytest.mark.parametrize(
+    "differences",
+    [[1, 0.5, 0.5], [-0.5, 0, -0.5], [2.0, -1.0, 3.0, 0.5], [1, 1, 1, 1, 1, 1], [0.3, -0.2] * 4],
+)
+def test_sign_flip_matches_enumeration(differences):
+    mean, p = sign_flip_test(differences, n_flips=20_000, seed=5)
+    assert mean == pytest.approx(np.mean(differences))
+    # Monte Carlo over 20 000 random assignments: binomial standard error <= 0.0036
+    assert p == pytest.approx(exact_sign_flip_p(differences), abs=0.015)
+
+
+def test_sign_flip_nan_rule_and_edges():
+    # NaN differences are dropped: the same test as without them, same seed
+    assert sign_flip_test([1, float("nan"), 0.5, 0.5], seed=2) == sign_flip_test(
+        [1, 0.5, 0.5], seed=2
+    )
+    mean, p = sign_flip_test([], seed=0)
+    assert math.isnan(mean) and math.isnan(p)
+    assert all(math.isnan(v) for v in sign_flip_test([float("nan")] * 3))
+    assert sign_flip_test(np.zeros(5)) == (0.0, 1.0)
+    # never 0: the observed assignment counts among the flips
+    assert sign_flip_test(np.ones(30), n_flips=99)[1] == pytest.approx(1 / 100)
+
+
+# --------------------------------------------------------------------------- other tests
+
+
+@pytest.mark.parametrize("b, c", [(0, 0), (3, 0), (5, 12), (40, 41), (1, 9), (100, 60)])
+def test_mcnemar_matches_statsmodels(b, c):
+    table = [[10, b], [c, 7]]
+    assert mcnemar_exact(b, c) == pytest.approx(mcnemar(table, exact=True).pvalue, abs=1e-12)
+    # b=1, c=9: 2 * P(X <= 1), X ~ Bin(10, 1/2) = 2 * 11/1024
+    assert mcnemar_exact(1, 9) == pytest.approx(22 / 1024)
+
+
+def test_sign_test_below_matches_binomtest():
+    values = [0.1, 0.2, 0.5, 0.5, 0.9, 0.3, float("nan"), 0.05]
+    below, n, p = sign_test_below(values, 0.5)
+    assert (below, n) == (4, 5)  # the two ties and the NaN are dropped
+    assert p == pytest.approx(scipy_stats.binomtest(4, 5, 0.5, alternative="greater").pvalue)
+    assert math.isnan(sign_test_below([0.5, 0.5], 0.5)[2])
+
+
+def test_one_sided_permutation_rule():
+    null = np.arange(1, 101, dtype=float)  # median 50.5
+    assert one_sided_permutation_p(96.0, null) == pytest.approx(0.05)
+    assert one_sided_permutation_p(3.0, null) == pytest.approx(0.03)
+    assert math.isnan(one_sided_permutation_p(float("nan"), null))
+
+
+# --------------------------------------------------------------------------- intervals
+
+
+@pytest.mark.parametrize("k, n", [(0, 10), (10, 10), (7, 20), (104, 200), (1, 3), (493, 500)])
+def test_wilson_matches_statsmodels(k, n):
+    lo, hi = wilson_interval(k, n)
+    ref_lo, ref_hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+    assert lo == pytest.approx(ref_lo, abs=1e-12)
+    assert hi == pytest.approx(ref_hi, abs=1e-12)
+
+
+def test_wilson_hand_value_and_empty():
+    # 8 of 10, z = 1.959964: centre (0.8 + 0.19207)/1.38415 = 0.71675, half 0.22011
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4)
+    assert hi == pytest.approx(0.9433, abs=1e-4)
+    assert all(math.isnan(v) for v in wilson_interval(0, 0))
+
+
+def test_clopper_pearson_matches_scipy_binomtest():
+    rng = np.random.default_rng(3)
+    trials = rng.integers(1, 200, size=200)
+    successes = np.array([rng.integers(0, t + 1) for t in trials])
+    low, high = clopper_pearson(successes, trials, 0.05)
+    for x, m, lo, hi in zip(successes, trials, low, high, strict=True):
+        ci = scipy_stats.binomtest(int(x), int(m)).proportion_ci(0.95, method="exact")
+        assert lo == pytest.approx(ci.low, abs=1e-10)
+        assert hi == pytest.approx(ci.high, abs=1e-10)
+    low, high = clopper_pearson([0], [0], 0.05)
+    assert (low[0], high[0]) == (0.0, 1.0)
