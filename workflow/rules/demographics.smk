@@ -1,4 +1,4 @@
-# Rules of the demographics stage family (SPEC 2.4-2.5): per demographic, U_d, D_d and
+# Rules of the demographics stage family (docs/method.md 2.4-2.5): per demographic, U_d, D_d and
 # group-ness (rule groupness), self-ID search, verification, curve and threshold (rule selfid);
 # then thresholds.json and the formula comparison over all demographics (rule selfid_summary).
 

@@ -1,5 +1,5 @@
-# Rules of the evaluation stage family (SPEC 2.8-2.10): the seeded subsample every TM, CM and k
-# shares (evaluation_subsample; from a dataset sampled with the experiment's largest k,
+# Rules of the evaluation stage family (docs/method.md 2.8-2.10): the seeded subsample every
+# TM, CM and k shares (evaluation_subsample; from a dataset sampled with the experiment's largest k,
 # evaluation_sweep_dataset, when that exceeds sampling.k), theories per (subsample, TM, k)
 # (evaluation_theorize; a precomputed TM's are read from its file), CM predictions per
 # (subsample, TM, k, CM) (evaluation_classify), then per experiment the tables

@@ -1,5 +1,5 @@
-# Rules of the probes stage family (SPEC 3): stress and empathy-gap perception probes, GRASP
-# agreement analysis, implicit personalization. {source}: topics (the Splits topic posts) or a
+# Rules of the probes stage family (docs/method.md 3): stress and empathy-gap perception probes,
+# GRASP agreement analysis, implicit personalization. {source}: topics (the Splits topic posts) or a
 # reference data set (dreaddit, envent); the reference probes run with `snakemake --cores 2
 # probes_reference --config probes='{reference_dir: ../shared/reference/realdata}'`.
 

@@ -1,4 +1,4 @@
-# Rules of the topics stage family: BM25 topic splits (SPEC 2.6) and LLM topic generation.
+# Rules of the topics stage family: BM25 topic splits (docs/method.md 2.6) and LLM topic generation.
 
 
 # The BM25 topic splits run as map -> reduce -> map -> reduce over shards of the demographics'
