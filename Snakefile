@@ -1,14 +1,18 @@
 # Splits: demographic- and topic-split Reddit datasets and the Group Theorization evaluation.
 # Run:  snakemake --cores 2            (default config: generated sample, builtin models)
 #       snakemake --cores 2 --configfile config/paper.yaml --profile workflow/profiles/slurm
+# A --configfile replaces config/config.yaml (list both to extend it); each config writes under
+# its own outdir.
 
 
 from snakemake.utils import min_version
+from splits.config_checks import stop_on_config_error, workflow_config
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+with stop_on_config_error():
+    workflow_config(config, workflow.overwrite_configfiles)
 
 
 report: "workflow/report/workflow.rst"
@@ -28,4 +32,4 @@ include: "workflow/rules/hypotheses.smk"
 rule all:
     default_target: True
     input:
-        final_targets(),
+        final_targets(config, EMPATHY_SETS),

@@ -1,4 +1,4 @@
-# Rules of the demographics stage family (SPEC 2.4-2.5): per demographic, U_d, D_d and
+# Rules of the demographics stage family (docs/method.md 2.4-2.5): per demographic, U_d, D_d and
 # group-ness (rule groupness), self-ID search, verification, curve and threshold (rule selfid);
 # then thresholds.json and the formula comparison over all demographics (rule selfid_summary).
 
@@ -69,12 +69,12 @@ rule selfid:
             demographic=w.demographic,
         ),
         verifier=config["demographics"]["verifier"],
-        verifier_args=selfid_verifier_args(),
+        verifier_args=selfid_verifier_args(config),
         context_chars=config["demographics"]["context_chars"],
         bins=config["demographics"]["bins"],
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
-        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {params.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {params.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args:q} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
 
 
 rule selfid_summary:

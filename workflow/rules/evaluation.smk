@@ -1,5 +1,5 @@
-# Rules of the evaluation stage family (SPEC 2.8-2.10): the seeded subsample every TM, CM and k
-# shares (evaluation_subsample; from a dataset sampled with the experiment's largest k,
+# Rules of the evaluation stage family (docs/method.md 2.8-2.10): the seeded subsample every
+# TM, CM and k shares (evaluation_subsample; from a dataset sampled with the experiment's largest k,
 # evaluation_sweep_dataset, when that exceeds sampling.k), theories per (subsample, TM, k)
 # (evaluation_theorize; a precomputed TM's are read from its file), CM predictions per
 # (subsample, TM, k, CM) (evaluation_classify), then per experiment the tables
@@ -74,7 +74,7 @@ checkpoint evaluation_tm_batch:
     benchmark:
         "benchmarks/evaluation_tm_batch/{tm}.tsv"
     wildcard_constraints:
-        tm=EVALUATION_MODEL_NAME,
+        tm=PATH_NAME,
     conda:
         "../../envs/llm.yaml"
     threads: 1
@@ -83,17 +83,21 @@ checkpoint evaluation_tm_batch:
         gpu=lambda wildcards: evaluation_gpus(wildcards.tm),
         slurm_extra=lambda wildcards: evaluation_slurm_extra(wildcards.tm),
     params:
-        plan=lambda wildcards: evaluation_plan_arg(evaluation_tm_plan(wildcards.tm)),
+        plan=lambda wildcards: json.dumps(
+            evaluation_tm_plan(config, wildcards.tm), sort_keys=True
+        ),
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
-        model_args=lambda wildcards: evaluation_model_args(wildcards.tm),
-        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(input.prompt),
+        model_args=lambda wildcards: evaluation_model_args(config, wildcards.tm),
+        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(
+            config, input.prompt
+        ),
         temperature=config["evaluation"]["tm_sampling"]["temperature"],
         max_tokens=config["evaluation"]["tm_sampling"]["max_tokens"],
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits model-batch tm --plan {params.plan} --demographics {params.demographics} {params.model_args} {params.prompt_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --report {output.report} > {log} 2>&1"
+        "splits model-batch tm --plan {params.plan:q} --demographics {params.demographics} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --report {output.report} > {log} 2>&1"
 
 
 rule evaluation_theorize:
@@ -110,7 +114,7 @@ rule evaluation_theorize:
         "benchmarks/evaluation_theorize/rows-{rows}/{tm}/k-{k}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
-        tm=EVALUATION_MODEL_NAME,
+        tm=PATH_NAME,
         k=r"\d+",
     conda:
         "../../envs/llm.yaml"
@@ -120,14 +124,18 @@ rule evaluation_theorize:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
-        model_args=lambda wildcards: evaluation_row_model_args(wildcards.tm),
-        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(input.prompt),
+        model_args=lambda wildcards: evaluation_model_args(
+            config, wildcards.tm, cache_only=True
+        ),
+        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(
+            config, input.prompt
+        ),
         temperature=config["evaluation"]["tm_sampling"]["temperature"],
         max_tokens=config["evaluation"]["tm_sampling"]["max_tokens"],
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits theorize generate --rows {input.rows} --k {wildcards.k} --demographics {params.demographics} {params.model_args} {params.prompt_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output} > {log} 2>&1"
+        "splits theorize generate --rows {input.rows} --k {wildcards.k} --demographics {params.demographics} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output} > {log} 2>&1"
 
 
 checkpoint evaluation_cm_batch:
@@ -141,7 +149,7 @@ checkpoint evaluation_cm_batch:
     benchmark:
         "benchmarks/evaluation_cm_batch/{cm}.tsv"
     wildcard_constraints:
-        cm=EVALUATION_MODEL_NAME,
+        cm=PATH_NAME,
     conda:
         "../../envs/llm.yaml"
     threads: 1
@@ -150,16 +158,18 @@ checkpoint evaluation_cm_batch:
         gpu=lambda wildcards: evaluation_gpus(wildcards.cm),
         slurm_extra=lambda wildcards: evaluation_slurm_extra(wildcards.cm),
     params:
-        plan=lambda wildcards: evaluation_plan_arg(evaluation_cm_plan(wildcards.cm)),
+        plan=lambda wildcards: json.dumps(
+            evaluation_cm_plan(config, wildcards.cm), sort_keys=True
+        ),
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
-        model_args=lambda wildcards: evaluation_model_args(wildcards.cm),
+        model_args=lambda wildcards: evaluation_model_args(config, wildcards.cm),
         temperature=config["evaluation"]["cm_sampling"]["temperature"],
         max_tokens=config["evaluation"]["cm_sampling"]["max_tokens"],
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits model-batch cm --plan {params.plan} --template {input.template} --demographics {params.demographics} {params.model_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --report {output.report} > {log} 2>&1"
+        "splits model-batch cm --plan {params.plan:q} --template {input.template} --demographics {params.demographics} {params.model_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --report {output.report} > {log} 2>&1"
 
 
 rule evaluation_classify:
@@ -177,9 +187,9 @@ rule evaluation_classify:
         "benchmarks/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
-        tm=EVALUATION_MODEL_NAME,
+        tm=PATH_NAME,
         k=r"\d+",
-        cm=EVALUATION_MODEL_NAME,
+        cm=PATH_NAME,
     conda:
         "../../envs/llm.yaml"
     threads: 1
@@ -188,13 +198,15 @@ rule evaluation_classify:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
-        model_args=lambda wildcards: evaluation_row_model_args(wildcards.cm),
+        model_args=lambda wildcards: evaluation_model_args(
+            config, wildcards.cm, cache_only=True
+        ),
         temperature=config["evaluation"]["cm_sampling"]["temperature"],
         max_tokens=config["evaluation"]["cm_sampling"]["max_tokens"],
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits classify --rows {input.rows} --theories {input.theories} --template {input.template} --demographics {params.demographics} {params.model_args} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output.predictions} --summary {output.summary} > {log} 2>&1"
+        "splits classify --rows {input.rows} --theories {input.theories} --template {input.template} --demographics {params.demographics} {params.model_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output.predictions} --summary {output.summary} > {log} 2>&1"
 
 
 rule evaluation_metrics:
@@ -245,7 +257,7 @@ rule evaluation_metrics:
     benchmark:
         "benchmarks/evaluation_metrics/{experiment}.tsv"
     wildcard_constraints:
-        experiment=EVALUATION_MODEL_NAME,
+        experiment=PATH_NAME,
     conda:
         "../../envs/evaluation.yaml"
     threads: 1
@@ -253,10 +265,10 @@ rule evaluation_metrics:
         mem_mb=4096,
     params:
         out_dir=f"{RESULTS}/evaluation/experiments/{{experiment}}",
-        groups=lambda wildcards: evaluation_groups_arg(wildcards.experiment),
+        groups=lambda wildcards: evaluation_groups_json(config, wildcards.experiment),
         seed=SEED,
     shell:
-        "splits metrics --rows {input.rows} --predictions {input.predictions} --experiment {wildcards.experiment} --groups {params.groups} --seed {params.seed} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits metrics --rows {input.rows} --predictions {input.predictions} --experiment {wildcards.experiment} --groups {params.groups:q} --seed {params.seed} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule evaluation_group_splits:
@@ -294,18 +306,20 @@ rule evaluation_group_splits:
     benchmark:
         "benchmarks/evaluation_group_splits/{experiment}.tsv"
     wildcard_constraints:
-        experiment=EVALUATION_MODEL_NAME,
+        experiment=PATH_NAME,
     conda:
         "../../envs/evaluation.yaml"
     threads: 1
     resources:
         mem_mb=4096,
     params:
-        groups=evaluation_ordered_groups_arg,
+        groups=lambda wildcards: evaluation_ordered_groups_json(
+            config, wildcards.experiment
+        ),
         out_dir=lambda wildcards, output: str(Path(output.csv).parent),
         seed=SEED,
     shell:
-        "splits group-splits --rows {input.rows} --predictions {input.predictions} --theories {input.theories} --groups {params.groups} --experiment {wildcards.experiment} --seed {params.seed} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits group-splits --rows {input.rows} --predictions {input.predictions} --theories {input.theories} --groups {params.groups:q} --experiment {wildcards.experiment} --seed {params.seed} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 rule evaluation_report:
@@ -348,7 +362,7 @@ rule evaluation_report:
     benchmark:
         "benchmarks/evaluation_report/{experiment}.tsv"
     wildcard_constraints:
-        experiment=EVALUATION_MODEL_NAME,
+        experiment=PATH_NAME,
     conda:
         "../../envs/evaluation.yaml"
     threads: 1
@@ -362,7 +376,7 @@ rule evaluation_report:
 
 rule evaluation_throughput:
     input:
-        reports=evaluation_batch_reports(),
+        reports=evaluation_batch_reports(config),
     output:
         csv=report(
             f"{RESULTS}/evaluation/throughput.csv",

@@ -31,11 +31,11 @@ rule hypotheses_sample:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("identity_words"),
-        identity=hypotheses_identity_arg,
-        limits=hypotheses_limits(),
+        identity=hypotheses_identity_args,
+        limits=hypotheses_limits(config),
         seed=SEED,
     shell:
-        "splits hypotheses sample --meta {input.meta} --topic-posts {input.topic_posts} {params.identity} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses sample --meta {input.meta} --topic-posts {input.topic_posts} {params.identity:q} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
 
 
 rule hypotheses_file:
@@ -59,9 +59,9 @@ rule hypotheses_file:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice(),
-        limits=hypotheses_limits(),
+        limits=hypotheses_limits(config),
     shell:
-        "splits hypotheses file --input {input.hypotheses} --name {wildcards.name} --topics-file {input.topics} --demographics {params.demographics} {params.limits} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses file --input {input.hypotheses} --name {wildcards.name} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
 
 
 rule hypotheses_theories:
@@ -78,8 +78,8 @@ rule hypotheses_theories:
     benchmark:
         "benchmarks/hypotheses_theories/{experiment}/{tm}/k-{k}.tsv"
     wildcard_constraints:
-        experiment=EVALUATION_MODEL_NAME,
-        tm=EVALUATION_MODEL_NAME,
+        experiment=PATH_NAME,
+        tm=PATH_NAME,
         k=r"\d+",
     conda:
         "../../envs/hypotheses.yaml"
@@ -89,11 +89,11 @@ rule hypotheses_theories:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
-        model_args=hypotheses_theory_args,
-        limits=hypotheses_limits(),
+        model_args=lambda wildcards: hypotheses_theory_args(config, wildcards.tm),
+        limits=hypotheses_limits(config),
         seed=SEED,
     shell:
-        "splits hypotheses theories --theories {input.theories} --rows {input.rows} --experiment {wildcards.experiment} --tm {wildcards.tm} --k {wildcards.k} {params.model_args} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses theories --theories {input.theories} --rows {input.rows} --experiment {wildcards.experiment} --tm {wildcards.tm} --k {wildcards.k} {params.model_args:q} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
 
 
 rule hypotheses_generate:
@@ -109,7 +109,7 @@ rule hypotheses_generate:
     benchmark:
         "benchmarks/hypotheses_generate/{model}.tsv"
     wildcard_constraints:
-        model=EVALUATION_MODEL_NAME,
+        model=PATH_NAME,
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -120,21 +120,20 @@ rule hypotheses_generate:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
-        model_args=lambda wildcards: hypotheses_model_args(wildcards.model),
+        model_args=lambda wildcards: hypotheses_model_args(config, wildcards.model),
         topics=(
-            "--topics "
-            + " ".join(shlex_quote(t) for t in HYPOTHESES["generate"]["topics"])
+            ["--topics", *HYPOTHESES["generate"]["topics"]]
             if HYPOTHESES["generate"]["topics"]
-            else ""
+            else []
         ),
         posts_per_group=HYPOTHESES["generate"]["posts_per_group"],
         per_pool=HYPOTHESES["generate"]["per_pool"],
         temperature=HYPOTHESES["generate"]["temperature"],
         max_tokens=HYPOTHESES["generate"]["max_tokens"],
-        limits=hypotheses_limits(),
+        limits=hypotheses_limits(config),
         seed=SEED,
     shell:
-        "splits hypotheses generate --topic-posts {input.topic_posts} {params.topics} --posts-per-group {params.posts_per_group} --per-pool {params.per_pool} {params.model_args} --prompt {input.prompt} --temperature {params.temperature} --max-tokens {params.max_tokens} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses generate --topic-posts {input.topic_posts} {params.topics:q} --posts-per-group {params.posts_per_group} --per-pool {params.per_pool} {params.model_args:q} --prompt {input.prompt} --temperature {params.temperature} --max-tokens {params.max_tokens} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
 
 
 rule hypotheses_lift:
@@ -181,11 +180,11 @@ rule hypotheses_triviality:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("identity_words"),
-        identity=hypotheses_identity_arg,
-        encoder=hypotheses_encoder_args(),
+        identity=hypotheses_identity_args,
+        encoder=hypotheses_encoder_args(config),
         batch=HYPOTHESES["encoder_batch"],
     shell:
-        "splits hypotheses triviality --set {input.hypotheses} --demographics {params.demographics} {params.identity} {params.encoder} --batch-texts {params.batch} --out {output} > {log} 2>&1"
+        "splits hypotheses triviality --set {input.hypotheses} --demographics {params.demographics} {params.identity:q} {params.encoder:q} --batch-texts {params.batch} --out {output} > {log} 2>&1"
 
 
 rule hypotheses_table:

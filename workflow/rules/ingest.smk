@@ -8,7 +8,7 @@ rule synth:
     output:
         corpus=[
             directory(path) if SYNTH["format"] == "convokit" else path
-            for path in synth_corpus_outputs().values()
+            for path in synth_corpus_outputs(config).values()
         ],
         ground_truth=f"{SAMPLE_DIR}/ground_truth.parquet",
         post_truth=f"{SAMPLE_DIR}/post_truth.parquet",
@@ -28,15 +28,15 @@ rule synth:
             "seed_subreddits", "self_id_phrases", "anti_self_id_phrases"
         ),
         seed=SEED,
-        posts=f"--posts {SYNTH['posts']}" if SYNTH["posts"] else "",
+        posts=["--posts", SYNTH["posts"]] if SYNTH["posts"] else [],
         shards=SYNTH["shards"],
         format=SYNTH["format"],
-        compress="--compress" if SYNTH["compress"] else "",
-        plant=synth_plant_args(),
+        compress=["--compress"] if SYNTH["compress"] else [],
+        plant=synth_plant_args(config),
         out=lambda wildcards, output: str(Path(output.meta).parent / "corpus"),
         truth_dir=lambda wildcards, output: str(Path(output.meta).parent),
     shell:
-        "splits synth --demographics {params.demographics} --topics {input.topics} --out {params.out} --truth-dir {params.truth_dir} --seed {params.seed} {params.posts} --shards {params.shards} --format {params.format} {params.compress} --plant-group-difference {params.plant} > {log} 2>&1"
+        "splits synth --demographics {params.demographics} --topics {input.topics} --out {params.out} --truth-dir {params.truth_dir} --seed {params.seed} {params.posts:q} --shards {params.shards} --format {params.format} {params.compress:q} --plant-group-difference {params.plant:q} > {log} 2>&1"
 
 
 rule ingest:

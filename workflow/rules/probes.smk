@@ -1,5 +1,5 @@
-# Rules of the probes stage family (SPEC 3): stress and empathy-gap perception probes, GRASP
-# agreement analysis, implicit personalization. {source}: topics (the Splits topic posts) or a
+# Rules of the probes stage family (docs/method.md 3): stress and empathy-gap perception probes,
+# GRASP agreement analysis, implicit personalization. {source}: topics (the Splits topic posts) or a
 # reference data set (dreaddit, envent); the reference probes run with `snakemake --cores 2
 # probes_reference --config probes='{reference_dir: ../shared/reference/realdata}'`.
 
@@ -38,7 +38,7 @@ rule probe_stress:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
-        spec=probe_model_spec("stress"),
+        spec=model_spec_json(config, PROBES["stress"]["model"]),
         model=PROBES["stress"]["model"],
         max_items=lambda w: (
             PROBES["stress"]["max_items"]
@@ -48,7 +48,7 @@ rule probe_stress:
         split=PROBES["stress"]["dreaddit_split"],
         attempts=PROBES["stress"]["attempts"],
         answer_rule=PROBES["stress"]["answer_rule"],
-        groups=probe_stress_groups_arg,
+        groups=probe_stress_groups_args(config),
         temperature=PROBES["stress"]["temperature"],
         max_tokens=PROBES["stress"]["max_tokens"],
         max_chars=PROBES["max_chars"],
@@ -58,7 +58,7 @@ rule probe_stress:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --answer-rule {params.answer_rule} {params.groups} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --answer-rule {params.answer_rule} {params.groups:q} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 # One job per (source, group set, prompt variant); the variants of a (source, group set) are then
@@ -100,7 +100,7 @@ rule probe_empathy:
             str(v) for v in PROBES["empathy"]["variants"][w.variant]["scale"]
         ),
         data=probe_data_arg,
-        spec=probe_model_spec("empathy"),
+        spec=model_spec_json(config, PROBES["empathy"]["model"]),
         model=PROBES["empathy"]["model"],
         max_items=lambda w: (
             PROBES["empathy"]["max_items"]
@@ -179,7 +179,9 @@ rule probe_grasp:
     resources:
         mem_mb=4000,
     params:
-        columns=probe_grasp_columns,
+        columns=lambda w: probe_grasp_column_args(
+            PROBES["grasp"]["inputs"].get(w.name, {})
+        ),
         min_raters=PROBES["grasp"]["min_raters"],
         max_order=PROBES["grasp"]["max_order"],
         permutations=PROBES["grasp"]["permutations"],
@@ -191,7 +193,7 @@ rule probe_grasp:
         seed=SEED,
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
     shell:
-        "splits probe grasp --ratings {input.ratings} {params.raters} {params.columns} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --smoothing {params.smoothing} --fdr {params.fdr} --seed {params.seed} --outdir {params.outdir} > {log} 2>&1"
+        "splits probe grasp --ratings {input.ratings} {params.raters} {params.columns:q} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --smoothing {params.smoothing} --fdr {params.fdr} --seed {params.seed} --outdir {params.outdir} > {log} 2>&1"
 
 
 # GRASP on LLM judges: each (TM, CM, k) of an evaluation experiment is a rater of the
@@ -224,7 +226,7 @@ rule probe_grasp_judges:
     benchmark:
         "benchmarks/probe_grasp_judges/{experiment}.tsv"
     wildcard_constraints:
-        experiment=EVALUATION_MODEL_NAME,
+        experiment=PATH_NAME,
     conda:
         "../../envs/probes.yaml"
     threads: 1
@@ -274,12 +276,12 @@ rule probe_personalization:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
-        spec=probe_model_spec("personalization"),
+        spec=model_spec_json(config, PROBES["personalization"]["model"]),
         model=PROBES["personalization"]["model"],
         tasks=json.dumps(PROBES["personalization"]["tasks"], sort_keys=True),
         max_items=PROBES["personalization"]["max_items"],
         min_similarity=PROBES["personalization"]["min_similarity"],
-        judge=probe_judge_args,
+        judge=lambda wildcards, input: probe_judge_args(config, input.judge_prompt),
         tau=PROBES["personalization"]["tau"],
         flips=PROBES["personalization"]["flips"],
         temperature=PROBES["personalization"]["temperature"],
@@ -292,10 +294,10 @@ rule probe_personalization:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} {params.judge} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} {params.judge:q} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
 
 
 # Reference-data probes (Dreaddit, crowd-enVent, DICES-350); needs probes.reference_dir.
 rule probes_reference:
     input:
-        lambda wildcards: probes_reference_targets(),
+        probes_reference_inputs,

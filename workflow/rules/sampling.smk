@@ -1,4 +1,4 @@
-# Rules of the sampling stage family: quadruplets (SPEC 2.7) and the dataset export.
+# Rules of the sampling stage family: quadruplets (docs/method.md 2.7) and the dataset export.
 
 
 rule sample_quadruplets:

@@ -1,4 +1,4 @@
-# Rules of the topics stage family: BM25 topic splits (SPEC 2.6) and LLM topic generation.
+# Rules of the topics stage family: BM25 topic splits (docs/method.md 2.6) and LLM topic generation.
 
 
 # The BM25 topic splits run as map -> reduce -> map -> reduce over shards of the demographics'
@@ -142,7 +142,7 @@ rule generate_topics:
     params:
         spec=generate_topics_model_spec,
         model=config["topics"]["generate"]["model"],
-        categories=generate_topics_categories_arg(),
+        categories=generate_topics_categories_args(config),
         n_categories=config["topics"]["generate"]["n_categories"],
         n_topics=config["topics"]["generate"]["n_topics"],
         n_keywords=config["topics"]["generate"]["n_keywords"],
@@ -150,4 +150,4 @@ rule generate_topics:
         seed=SEED,
         cache=f"{RESULTS}/topics/generate_topics_cache.sqlite",
     shell:
-        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories} --n-categories {params.n_categories} --n-topics {params.n_topics} --n-keywords {params.n_keywords} --max-tokens {params.max_tokens} --seed {params.seed} --prompt-categories {input.categories} --prompt-topics {input.topics} --prompt-keywords {input.keywords} --cache {params.cache} --out {output} > {log} 2>&1"
+        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories:q} --n-categories {params.n_categories} --n-topics {params.n_topics} --n-keywords {params.n_keywords} --max-tokens {params.max_tokens} --seed {params.seed} --prompt-categories {input.categories} --prompt-topics {input.topics} --prompt-keywords {input.keywords} --cache {params.cache} --out {output} > {log} 2>&1"

@@ -94,16 +94,83 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     return config
 
 
-def load_config(path: str | Path) -> dict:
+_SCHEMA_TYPES: dict[str, tuple[type, ...]] = {
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
+_NULL_WORDS = ("null", "Null", "NULL", "~")
+
+
+def _fits(value: Any, types: list[str]) -> bool:
+    for name in types:
+        if name in ("integer", "number") and isinstance(value, bool):
+            continue
+        if isinstance(value, _SCHEMA_TYPES.get(name, ())):
+            return True
+    return False
+
+
+def _typed(value: str, types: list[str]) -> Any:
+    """``value`` read as YAML when the schema wants another type than a string (``--config``
+    hands nested values over as strings); unchanged when it does not read as one of them."""
+    if "string" in types:
+        return None if "null" in types and value in _NULL_WORDS else value
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    return parsed if _fits(parsed, types) else value
+
+
+def coerce_to_schema(config: Any, schema: dict) -> Any:
+    """Give strings the schema's type where it is not a string, recursively, in place; return
+    the (possibly replaced) value. Snakemake's ``--config key='{k: 16}'`` reads nested values
+    as strings (``{'k': '16'}``); values that do not read as the wanted type are left for
+    validation to name."""
+    if not isinstance(schema, dict):
+        return config
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else list(types or [])
+    if isinstance(config, str) and types:
+        config = _typed(config, types)
+    if isinstance(config, dict):
+        properties = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        extra = schema.get("additionalProperties")
+        for key in list(config):
+            sub = properties.get(key)
+            if sub is None:
+                sub = next((s for p, s in patterns.items() if re.search(p, str(key))), extra)
+            config[key] = coerce_to_schema(config[key], sub)
+    elif isinstance(config, list) and isinstance(schema.get("items"), dict):
+        config[:] = [coerce_to_schema(item, schema["items"]) for item in config]
+    return config
+
+
+def read_config_file(path: str | Path) -> dict:
+    """A config file as a mapping (not yet validated); ConfigError naming the file when it is
+    missing, not YAML, or not a mapping."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     with open(path, encoding="utf-8") as fh:
         try:
-            config = yaml.safe_load(fh) or {}
+            config = yaml.safe_load(fh)
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
-    return validate_config(config)
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys")
+    return config
+
+
+def load_config(path: str | Path) -> dict:
+    return validate_config(read_config_file(path))
 
 
 def require_file(key: str, value: str | Path) -> Path:

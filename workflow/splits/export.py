@@ -42,6 +42,21 @@ def resolve_salt(salt_env: str = DEFAULT_SALT_ENV) -> tuple[str, bool]:
     return DEVELOPMENT_SALT, True
 
 
+def salt_fingerprint_for_jobs(salt_env: str, config_salt: str | None) -> str:
+    """A short hash of the salt the export job will use, for that job's params: the export
+    re-runs when the salt changes, while the salt stays out of params, logs and command lines.
+
+    A config ``export.salt`` reaches the job through the environment variable ``salt_env`` when
+    that variable is unset (the variable wins). The environment is what Snakemake hands to local
+    and cluster jobs alike without writing it anywhere, so the workflow's own process sets it."""
+    if config_salt and not os.environ.get(salt_env):
+        os.environ[salt_env] = config_salt
+    salt = os.environ.get(salt_env, "")
+    if not salt:
+        return "development-salt"
+    return hashlib.sha256(f"splits-export-salt:{salt}".encode()).hexdigest()[:12]
+
+
 def hash_author(author: str, salt: str) -> str:
     return hmac.new(salt.encode(), author.encode(), hashlib.sha256).hexdigest()[:HASH_HEX_DIGITS]
 

@@ -1,0 +1,203 @@
+"""The workflow's config as the Snakefile sees it: which files make it, typed and validated
+against the schema, and every check across keys, all before Snakemake builds a job.
+
+``workflow_config`` is the one entry point (the Snakefile calls it once, inside
+``stop_on_config_error``); each check raises ``ConfigError`` with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from splits.config import (
+    PATH_NAME,
+    ConfigError,
+    check_evaluation,
+    check_hypotheses,
+    check_prompt_templates,
+    coerce_to_schema,
+    load_demographics,
+    load_schema,
+    load_topics,
+    read_config_file,
+    validate_config,
+    validate_probes,
+)
+from splits.targets import PROBE_REFERENCE_FILES, evaluation_models
+
+#: the config file a run uses when no --configfile is given
+DEFAULT_CONFIGFILE = "config/config.yaml"
+
+
+@contextmanager
+def stop_on_config_error() -> Iterator[None]:
+    """Turn a ConfigError into Snakemake's one-line stop (``config error: <key>: ...``), with no
+    traceback; used once at start and by the input functions of targets that need a key set."""
+    try:
+        yield
+    except ConfigError as err:
+        sys.exit(f"config error: {err}")
+
+
+def _merge(base: dict, overrides: dict) -> dict:
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def workflow_config(
+    config: dict, configfiles: Sequence, default: str | Path = DEFAULT_CONFIGFILE
+) -> dict:
+    """Complete, type, validate and check the Snakefile's ``config`` in place.
+
+    With no ``--configfile`` the run uses ``default`` under the ``--config`` values; with one or
+    more, those files replace the default (list ``config/config.yaml`` first to extend it), and
+    the schema's defaults fill every key they leave out."""
+    if not configfiles:
+        merged = _merge(read_config_file(default), config)
+        config.clear()
+        config.update(merged)
+    schema = load_schema()
+    coerce_to_schema(config, schema)
+    validate_config(config, schema)
+    check_config(config)
+    return config
+
+
+def check_config(config: dict) -> None:
+    """Every check across keys and files of a schema-valid config."""
+    load_demographics(config["demographics"]["file"])
+    load_topics(config["topics"]["file"])
+    check_ingest(config)
+    check_model_references(config)
+    check_evaluation_names(config)
+    check_evaluation(config)
+    check_evaluation_dataset(config)
+    check_gpu_models(config)
+    validate_probes(config)
+    check_reference_dir(config)
+    check_hypotheses(config)
+    check_prompt_templates(config)
+
+
+def check_ingest(config: dict) -> None:
+    if config["synth"]["enabled"]:
+        return
+    inputs = config["ingest"]["inputs"]
+    if not inputs:
+        raise ConfigError("ingest.inputs: empty while synth.enabled is false")
+    for path in inputs:
+        if not Path(path).exists():
+            raise ConfigError(f"ingest.inputs: input {path} does not exist")
+
+
+def _registered(key: str, name: str | None, models: dict) -> None:
+    if name is not None and name not in models:
+        raise ConfigError(f"{key}: {name!r} is not a model of the models registry")
+
+
+def check_model_references(config: dict) -> None:
+    """Keys that name a model name a model of the registry (the hypotheses section's are
+    checked by check_hypotheses, with their roles)."""
+    models = config["models"]
+    demographics = config["demographics"]
+    if demographics["verifier"] == "llm":
+        if not demographics["verifier_model"]:
+            raise ConfigError("demographics.verifier_model: the llm verifier needs a model")
+        _registered("demographics.verifier_model", demographics["verifier_model"], models)
+    _registered("topics.generate.model", config["topics"]["generate"]["model"], models)
+    probes = config["probes"]
+    for probe in ("stress", "empathy", "personalization"):
+        _registered(f"probes.{probe}.model", probes[probe]["model"], models)
+    _registered(
+        "probes.personalization.judge_model", probes["personalization"]["judge_model"], models
+    )
+    evaluation = config["evaluation"]
+    for key in ("tm_prompts", "cm_prompts"):
+        for model in evaluation[key]:
+            if model not in models:
+                raise ConfigError(f"evaluation.{key}.{model}: not a model of the models registry")
+
+
+def check_evaluation_names(config: dict) -> None:
+    """Experiments name registry models; experiment and model names go into file paths."""
+    models = config["models"]
+    for name, experiment in config["evaluation"]["experiments"].items():
+        if not re.fullmatch(PATH_NAME, name):
+            raise ConfigError(f"evaluation.experiments.{name}: name must match {PATH_NAME}")
+        for axis in ("tms", "cms"):
+            for model in experiment[axis]:
+                _registered(f"evaluation.experiments.{name}.{axis}", model, models)
+                if not re.fullmatch(PATH_NAME, model):
+                    raise ConfigError(
+                        f"models.{model}: a model used by the evaluation needs a name matching "
+                        f"{PATH_NAME}"
+                    )
+        for group, members in experiment.get("groups", {}).items():
+            for model in members:
+                if model not in experiment["tms"]:
+                    raise ConfigError(
+                        f"evaluation.experiments.{name}.groups.{group}: {model!r} is not one of "
+                        "the experiment's tms"
+                    )
+
+
+def check_evaluation_dataset(config: dict) -> None:
+    """A given ``evaluation.dataset`` exists and holds at least the largest k of calibration
+    posts in every row (the pipeline's own quadruplets are re-sampled for larger ks instead)."""
+    path = config["evaluation"]["dataset"]
+    if not path:
+        return
+    if not Path(path).is_file():
+        raise ConfigError(f"evaluation.dataset: {path} does not exist")
+    import polars as pl
+
+    try:
+        smallest = (
+            pl.scan_parquet(path).select(pl.col("example_posts").list.len().min()).collect().item()
+        )
+    except Exception as err:  # polars raises several types for a bad file or a missing column
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(
+            f"evaluation.dataset: cannot read example_posts of {path} ({first})"
+        ) from err
+    if smallest is None:
+        raise ConfigError(f"evaluation.dataset: {path} has no rows")
+    for name, experiment in config["evaluation"]["experiments"].items():
+        largest = max(int(k) for k in experiment["ks"])
+        if largest > smallest:
+            raise ConfigError(
+                f"evaluation.experiments.{name}.ks: k={largest} exceeds the calibration set "
+                f"size ({smallest}) of evaluation.dataset {path}"
+            )
+
+
+def check_gpu_models(config: dict) -> None:
+    """The registry entries of the models that get GPU resources are valid (their jobs' resources
+    are read from them while Snakemake builds the DAG)."""
+    from splits.llm.registry import gpu_resources
+
+    names = set(evaluation_models(config))
+    encoder = config["hypotheses"]["encoder"]
+    if encoder in config["models"]:
+        names.add(encoder)
+    for name in sorted(names):
+        gpu_resources(name, config["models"])
+
+
+def check_reference_dir(config: dict) -> None:
+    """A set ``probes.reference_dir`` holds every reference data file the reference probes read."""
+    folder = config["probes"]["reference_dir"]
+    if not folder:
+        return
+    for files in PROBE_REFERENCE_FILES.values():
+        for name in files:
+            if not (Path(folder) / name).is_file():
+                raise ConfigError(f"probes.reference_dir: {folder} lacks {name}")
