@@ -15,7 +15,7 @@ rule groupness:
     log:
         "logs/groupness/{demographic}.log",
     benchmark:
-        "benchmarks/groupness/{demographic}.tsv"
+        "results/benchmarks/groupness/{demographic}.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: config["demographics"]["threads"]
@@ -53,7 +53,7 @@ rule selfid:
     log:
         "logs/selfid/{demographic}.log",
     benchmark:
-        "benchmarks/selfid/{demographic}.tsv"
+        "results/benchmarks/selfid/{demographic}.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: config["demographics"]["threads"]
@@ -102,7 +102,7 @@ rule selfid_summary:
     log:
         "logs/selfid_summary/selfid_summary.log",
     benchmark:
-        "benchmarks/selfid_summary/selfid_summary.tsv"
+        "results/benchmarks/selfid_summary/selfid_summary.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: 1

@@ -22,7 +22,7 @@ rule evaluation_sweep_dataset:
     log:
         "logs/evaluation_sweep_dataset/k-{k}.log",
     benchmark:
-        "benchmarks/evaluation_sweep_dataset/k-{k}.tsv"
+        "results/benchmarks/evaluation_sweep_dataset/k-{k}.tsv"
     wildcard_constraints:
         k=r"\d+",
     conda:
@@ -46,7 +46,7 @@ rule evaluation_subsample:
     log:
         "logs/evaluation_subsample/rows-{rows}.log",
     benchmark:
-        "benchmarks/evaluation_subsample/rows-{rows}.tsv"
+        "results/benchmarks/evaluation_subsample/rows-{rows}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
     conda:
@@ -72,7 +72,7 @@ checkpoint evaluation_tm_batch:
     log:
         "logs/evaluation_tm_batch/{tm}.log",
     benchmark:
-        "benchmarks/evaluation_tm_batch/{tm}.tsv"
+        "results/benchmarks/evaluation_tm_batch/{tm}.tsv"
     wildcard_constraints:
         tm=EVALUATION_MODEL_NAME,
     conda:
@@ -107,7 +107,7 @@ rule evaluation_theorize:
     log:
         "logs/evaluation_theorize/rows-{rows}/{tm}/k-{k}.log",
     benchmark:
-        "benchmarks/evaluation_theorize/rows-{rows}/{tm}/k-{k}.tsv"
+        "results/benchmarks/evaluation_theorize/rows-{rows}/{tm}/k-{k}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
         tm=EVALUATION_MODEL_NAME,
@@ -139,7 +139,7 @@ checkpoint evaluation_cm_batch:
     log:
         "logs/evaluation_cm_batch/{cm}.log",
     benchmark:
-        "benchmarks/evaluation_cm_batch/{cm}.tsv"
+        "results/benchmarks/evaluation_cm_batch/{cm}.tsv"
     wildcard_constraints:
         cm=EVALUATION_MODEL_NAME,
     conda:
@@ -174,7 +174,7 @@ rule evaluation_classify:
     log:
         "logs/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.log",
     benchmark:
-        "benchmarks/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.tsv"
+        "results/benchmarks/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
         tm=EVALUATION_MODEL_NAME,
@@ -243,7 +243,7 @@ rule evaluation_metrics:
     log:
         "logs/evaluation_metrics/{experiment}.log",
     benchmark:
-        "benchmarks/evaluation_metrics/{experiment}.tsv"
+        "results/benchmarks/evaluation_metrics/{experiment}.tsv"
     wildcard_constraints:
         experiment=EVALUATION_MODEL_NAME,
     conda:
@@ -292,7 +292,7 @@ rule evaluation_group_splits:
     log:
         "logs/evaluation_group_splits/{experiment}.log",
     benchmark:
-        "benchmarks/evaluation_group_splits/{experiment}.tsv"
+        "results/benchmarks/evaluation_group_splits/{experiment}.tsv"
     wildcard_constraints:
         experiment=EVALUATION_MODEL_NAME,
     conda:
@@ -346,7 +346,7 @@ rule evaluation_report:
     log:
         "logs/evaluation_report/{experiment}.log",
     benchmark:
-        "benchmarks/evaluation_report/{experiment}.tsv"
+        "results/benchmarks/evaluation_report/{experiment}.tsv"
     wildcard_constraints:
         experiment=EVALUATION_MODEL_NAME,
     conda:
@@ -379,7 +379,7 @@ rule evaluation_throughput:
     log:
         "logs/evaluation_throughput.log",
     benchmark:
-        "benchmarks/evaluation_throughput.tsv"
+        "results/benchmarks/evaluation_throughput.tsv"
     conda:
         "../../envs/evaluation.yaml"
     threads: 1

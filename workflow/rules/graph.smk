@@ -15,7 +15,7 @@ rule graph:
     log:
         "logs/graph/graph.log",
     benchmark:
-        "benchmarks/graph/graph.tsv"
+        "results/benchmarks/graph/graph.tsv"
     conda:
         "../../envs/graph.yaml"
     threads: config["graph"]["threads"]

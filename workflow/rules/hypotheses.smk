@@ -22,7 +22,7 @@ rule hypotheses_sample:
     log:
         "logs/hypotheses_sample/sample.log",
     benchmark:
-        "benchmarks/hypotheses_sample/sample.tsv"
+        "results/benchmarks/hypotheses_sample/sample.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -48,7 +48,7 @@ rule hypotheses_file:
     log:
         "logs/hypotheses_file/{name}.log",
     benchmark:
-        "benchmarks/hypotheses_file/{name}.tsv"
+        "results/benchmarks/hypotheses_file/{name}.tsv"
     wildcard_constraints:
         name=r"[A-Za-z0-9_.\-]+",
     conda:
@@ -76,7 +76,7 @@ rule hypotheses_theories:
     log:
         "logs/hypotheses_theories/{experiment}/{tm}/k-{k}.log",
     benchmark:
-        "benchmarks/hypotheses_theories/{experiment}/{tm}/k-{k}.tsv"
+        "results/benchmarks/hypotheses_theories/{experiment}/{tm}/k-{k}.tsv"
     wildcard_constraints:
         experiment=EVALUATION_MODEL_NAME,
         tm=EVALUATION_MODEL_NAME,
@@ -107,7 +107,7 @@ rule hypotheses_generate:
     log:
         "logs/hypotheses_generate/{model}.log",
     benchmark:
-        "benchmarks/hypotheses_generate/{model}.tsv"
+        "results/benchmarks/hypotheses_generate/{model}.tsv"
     wildcard_constraints:
         model=EVALUATION_MODEL_NAME,
     conda:
@@ -147,7 +147,7 @@ rule hypotheses_lift:
     log:
         "logs/hypotheses_lift/{hypothesis_set}.log",
     benchmark:
-        "benchmarks/hypotheses_lift/{hypothesis_set}.tsv"
+        "results/benchmarks/hypotheses_lift/{hypothesis_set}.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -171,7 +171,7 @@ rule hypotheses_triviality:
     log:
         "logs/hypotheses_triviality/{hypothesis_set}.log",
     benchmark:
-        "benchmarks/hypotheses_triviality/{hypothesis_set}.tsv"
+        "results/benchmarks/hypotheses_triviality/{hypothesis_set}.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -208,7 +208,7 @@ rule hypotheses_table:
     log:
         "logs/hypotheses_table/table.log",
     benchmark:
-        "benchmarks/hypotheses_table/table.tsv"
+        "results/benchmarks/hypotheses_table/table.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -244,7 +244,7 @@ rule hypotheses_report:
     log:
         "logs/hypotheses_report/report.log",
     benchmark:
-        "benchmarks/hypotheses_report/report.tsv"
+        "results/benchmarks/hypotheses_report/report.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1

@@ -26,7 +26,7 @@ rule probe_stress:
     log:
         "logs/probe_stress/{source}.log",
     benchmark:
-        "benchmarks/probe_stress/{source}.tsv"
+        "results/benchmarks/probe_stress/{source}.tsv"
     wildcard_constraints:
         source="topics|dreaddit",
     conda:
@@ -79,7 +79,7 @@ rule probe_empathy:
     log:
         "logs/probe_empathy/{source}/{group_set}/{variant}.log",
     benchmark:
-        "benchmarks/probe_empathy/{source}/{group_set}/{variant}.tsv"
+        "results/benchmarks/probe_empathy/{source}/{group_set}/{variant}.tsv"
     wildcard_constraints:
         source="topics|envent",
         group_set=r"[A-Za-z0-9_\-]+",
@@ -172,7 +172,7 @@ rule probe_grasp:
     log:
         "logs/probe_grasp/{name}.log",
     benchmark:
-        "benchmarks/probe_grasp/{name}.tsv"
+        "results/benchmarks/probe_grasp/{name}.tsv"
     conda:
         "../../envs/probes.yaml"
     threads: 1
@@ -222,7 +222,7 @@ rule probe_grasp_judges:
     log:
         "logs/probe_grasp_judges/{experiment}.log",
     benchmark:
-        "benchmarks/probe_grasp_judges/{experiment}.tsv"
+        "results/benchmarks/probe_grasp_judges/{experiment}.tsv"
     wildcard_constraints:
         experiment=EVALUATION_MODEL_NAME,
     conda:
@@ -262,7 +262,7 @@ rule probe_personalization:
     log:
         "logs/probe_personalization/{source}.log",
     benchmark:
-        "benchmarks/probe_personalization/{source}.tsv"
+        "results/benchmarks/probe_personalization/{source}.tsv"
     wildcard_constraints:
         source="topics",
     conda:

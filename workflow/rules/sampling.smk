@@ -14,7 +14,7 @@ rule sample_quadruplets:
     log:
         "logs/sample_quadruplets/sample_quadruplets.log",
     benchmark:
-        "benchmarks/sample_quadruplets/sample_quadruplets.tsv"
+        "results/benchmarks/sample_quadruplets/sample_quadruplets.tsv"
     conda:
         "../../envs/sampling.yaml"
     threads: 1
@@ -54,7 +54,7 @@ rule export_dataset:
     log:
         "logs/export_dataset/export_dataset.log",
     benchmark:
-        "benchmarks/export_dataset/export_dataset.tsv"
+        "results/benchmarks/export_dataset/export_dataset.tsv"
     conda:
         "../../envs/sampling.yaml"
     threads: 1
