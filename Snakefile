@@ -1,6 +1,6 @@
 # Splits: demographic- and topic-split Reddit datasets and the Group Theorization evaluation.
 # Run:  snakemake --cores 2            (default config: generated sample, builtin models)
-#       snakemake --cores 2 --configfile config/paper.yaml --profile workflow/profiles/slurm
+#       snakemake --cores 2 --configfile config/paper.yaml --profile profiles/slurm
 
 
 from snakemake.utils import min_version
@@ -23,6 +23,16 @@ include: "workflow/rules/sampling.smk"
 include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/hypotheses.smk"
+
+
+from splits.runlock import record_owner, release_stale_locks
+
+# a run killed with SIGKILL leaves its locks: the next plain command removes them (splits.runlock)
+release_stale_locks()
+
+
+onstart:
+    record_owner()
 
 
 rule all:
