@@ -187,8 +187,10 @@ def plot_group_gaps(table: pl.DataFrame, path: Path, title: str) -> None:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--summary", required=True, help="summary.csv of an experiment")
     parser.add_argument("--splits", required=True, help="splits.csv of an experiment")
-    parser.add_argument("--experiment", required=True)
-    parser.add_argument("--out-dir", required=True)
+    parser.add_argument(
+        "--experiment", required=True, help="experiment name (evaluation.experiments key)"
+    )
+    parser.add_argument("--out-dir", required=True, help="folder of the plots and tables")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,8 +45,12 @@ def _model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cache", default="results/llm_cache.sqlite", help="response cache ('' for none)"
     )
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=16, help="most tokens generated per answer"
+    )
     parser.add_argument(
         "--max-chars", type=int, default=2000, help="texts are cut to this many characters"
     )
@@ -66,9 +70,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="probe", required=True, metavar="PROBE")
 
     stress = sub.add_parser("stress", help="yes/no stress question varied over the writer's group")
-    stress.add_argument("--source", choices=["topics", "dreaddit"], required=True)
+    stress.add_argument(
+        "--source",
+        choices=["topics", "dreaddit"],
+        required=True,
+        help="topics: the run's topic posts; dreaddit: the Dreaddit data set",
+    )
     stress.add_argument("--input", required=True, help="topic_posts.parquet or the Dreaddit folder")
-    stress.add_argument("--dreaddit-split", choices=["train", "test", "all"], default="test")
+    stress.add_argument(
+        "--dreaddit-split",
+        choices=["train", "test", "all"],
+        default="test",
+        help="Dreaddit split to use",
+    )
     stress.add_argument("--prompt", required=True, help="template with {group} and {text}")
     stress.add_argument(
         "--answer-rule",
@@ -87,16 +101,25 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     stress.add_argument(
         "--attempts", type=int, default=1, help="attempts per prompt (temperature > 0)"
     )
-    stress.add_argument("--max-items", type=int, default=None)
-    stress.add_argument("--seed", type=int, default=0)
-    stress.add_argument("--outdir", required=True)
+    stress.add_argument(
+        "--max-items", type=int, default=None, help="most items scored (default: all)"
+    )
+    stress.add_argument(
+        "--seed", type=int, default=0, help="seed of item sampling and of the tests"
+    )
+    stress.add_argument("--outdir", required=True, help="folder of the probe's tables")
     _model_args(stress)
     _group_args(stress)
 
     empathy = sub.add_parser(
         "empathy", help="perceiver x experiencer intensity ratings, empathy gap"
     )
-    empathy.add_argument("--source", choices=["topics", "envent"], required=True)
+    empathy.add_argument(
+        "--source",
+        choices=["topics", "envent"],
+        required=True,
+        help="topics: the run's topic posts; envent: the EnVent data set",
+    )
     empathy.add_argument(
         "--input", required=True, help="topic_posts.parquet or the crowd-enVent folder"
     )
@@ -130,14 +153,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     empathy.add_argument(
         "--emotion", default="enthusiasm", help="emotion asked about for Splits posts"
     )
-    empathy.add_argument("--permutations", type=int, default=10000)
-    empathy.add_argument("--flips", type=int, default=10000)
+    empathy.add_argument(
+        "--permutations", type=int, default=10000, help="permutations of the agreement test"
+    )
+    empathy.add_argument(
+        "--flips", type=int, default=10000, help="sign flips of the item-level test"
+    )
     empathy.add_argument(
         "--alpha", type=float, default=0.05, help="significance level (test choice, cell mask)"
     )
-    empathy.add_argument("--max-items", type=int, default=None)
-    empathy.add_argument("--seed", type=int, default=0)
-    empathy.add_argument("--outdir", required=True)
+    empathy.add_argument(
+        "--max-items", type=int, default=None, help="most items scored (default: all)"
+    )
+    empathy.add_argument(
+        "--seed", type=int, default=0, help="seed of item sampling and of the tests"
+    )
+    empathy.add_argument("--outdir", required=True, help="folder of the probe's tables")
     _model_args(empathy)
     _group_args(empathy)
 
@@ -177,9 +208,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="with --judgments: an unreadable CM answer is the rating 'undetected' (category) "
         "or a missing rating (missing)",
     )
-    grasp.add_argument("--item-col", default="item")
-    grasp.add_argument("--rater-col", default="rater")
-    grasp.add_argument("--rating-col", default="rating")
+    grasp.add_argument("--item-col", default="item", help="column holding the item id")
+    grasp.add_argument("--rater-col", default="rater", help="column holding the rater id")
+    grasp.add_argument("--rating-col", default="rating", help="column holding the rating")
     grasp.add_argument(
         "--attribute-cols",
         nargs="*",
@@ -199,11 +230,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Likert ratings: a numeric rating r becomes '>=T' or '<T' (D3: 2)",
     )
-    grasp.add_argument("--min-raters", type=int, default=5)
+    grasp.add_argument(
+        "--min-raters", type=int, default=5, help="least raters an item needs to be kept"
+    )
     grasp.add_argument(
         "--max-order", type=int, default=2, help="largest intersection of attributes"
     )
-    grasp.add_argument("--permutations", type=int, default=1000)
+    grasp.add_argument(
+        "--permutations", type=int, default=1000, help="permutations of the agreement test"
+    )
     grasp.add_argument(
         "--smoothing",
         type=float,
@@ -214,8 +249,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     grasp.add_argument(
         "--fdr", type=float, default=0.05, help="q-value below which a DSI is significant"
     )
-    grasp.add_argument("--seed", type=int, default=0)
-    grasp.add_argument("--outdir", required=True)
+    grasp.add_argument("--seed", type=int, default=0, help="seed of the permutations")
+    grasp.add_argument("--outdir", required=True, help="folder of the probe's tables")
 
     variants = sub.add_parser(
         "empathy-variants", help="the empathy probe's prompt variants side by side"
@@ -242,14 +277,37 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="judge template with {source}, {target}, {original}, {rewrite}",
     )
-    personal.add_argument("--judge-max-tokens", type=int, default=16)
-    personal.add_argument("--min-similarity", type=float, default=0.5)
-    personal.add_argument("--tau", type=float, default=0.8)
-    personal.add_argument("--flips", type=int, default=1000)
-    personal.add_argument("--task-max-tokens", type=int, default=128)
-    personal.add_argument("--max-items", type=int, default=None)
-    personal.add_argument("--seed", type=int, default=0)
-    personal.add_argument("--outdir", required=True)
+    personal.add_argument(
+        "--judge-max-tokens",
+        type=int,
+        default=16,
+        help="most tokens the judge generates per answer",
+    )
+    personal.add_argument(
+        "--min-similarity",
+        type=float,
+        default=0.5,
+        help="least content-word overlap (Jaccard) of a kept rewrite",
+    )
+    personal.add_argument(
+        "--tau",
+        type=float,
+        default=0.8,
+        help="similarity threshold of the sign test (similarity tasks)",
+    )
+    personal.add_argument(
+        "--flips", type=int, default=1000, help="sign flips of the paired test (interval tasks)"
+    )
+    personal.add_argument(
+        "--task-max-tokens", type=int, default=128, help="most tokens a task answer may have"
+    )
+    personal.add_argument(
+        "--max-items", type=int, default=None, help="most items scored (default: all)"
+    )
+    personal.add_argument(
+        "--seed", type=int, default=0, help="seed of item sampling and of the tests"
+    )
+    personal.add_argument("--outdir", required=True, help="folder of the probe's tables")
     _model_args(personal)
     _group_args(personal)
 
