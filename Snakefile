@@ -23,8 +23,10 @@ include: "workflow/rules/sampling.smk"
 include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/hypotheses.smk"
+include: "workflow/rules/report.smk"
 
 
+from splits.report_tables import report_pages
 from splits.runlock import record_owner, release_stale_locks
 
 # a run killed with SIGKILL leaves its locks: the next plain command removes them (splits.runlock)
@@ -39,3 +41,4 @@ rule all:
     default_target: True
     input:
         final_targets(),
+        report_pages(final_targets(), RESULTS),

@@ -88,17 +88,9 @@ rule selfid_summary:
             demographic=DEMOGRAPHIC_KEYS,
         ),
     output:
-        thresholds=report(
-            f"{RESULTS}/demographics/thresholds.json",
-            caption="../report/demographics_thresholds.rst",
-            category="Demographics",
-        ),
+        thresholds=f"{RESULTS}/demographics/thresholds.json",
         csv=f"{RESULTS}/demographics/formula_comparison.csv",
-        md=report(
-            f"{RESULTS}/demographics/formula_comparison.md",
-            caption="../report/demographics_formulas.rst",
-            category="Demographics",
-        ),
+        md=f"{RESULTS}/demographics/formula_comparison.md",
     log:
         "logs/selfid_summary/selfid_summary.log",
     benchmark:

@@ -204,42 +204,12 @@ rule evaluation_metrics:
     output:
         predictions=f"{RESULTS}/evaluation/experiments/{{experiment}}/predictions.parquet",
         metrics=f"{RESULTS}/evaluation/experiments/{{experiment}}/metrics.json",
-        summary=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/summary.csv",
-            caption="../report/evaluation_summary.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        splits=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/splits.csv",
-            caption="../report/evaluation_splits.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        comparisons=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.csv",
-            caption="../report/evaluation_comparisons.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        tables=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/tables.md",
-            caption="../report/evaluation_tables.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        groups=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/groups.csv",
-            caption="../report/evaluation_groups.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        comparisons_md=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.md",
-            caption="../report/evaluation_comparisons.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
+        summary=f"{RESULTS}/evaluation/experiments/{{experiment}}/summary.csv",
+        splits=f"{RESULTS}/evaluation/experiments/{{experiment}}/splits.csv",
+        comparisons=f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.csv",
+        tables=f"{RESULTS}/evaluation/experiments/{{experiment}}/tables.md",
+        groups=f"{RESULTS}/evaluation/experiments/{{experiment}}/groups.csv",
+        comparisons_md=f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.md",
     log:
         "logs/evaluation_metrics/{experiment}.log",
     benchmark:
@@ -265,24 +235,9 @@ rule evaluation_group_splits:
         predictions=f"{RESULTS}/evaluation/experiments/{{experiment}}/predictions.parquet",
         theories=evaluation_group_theories,
     output:
-        csv=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.csv",
-            caption="../report/evaluation_group_splits.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        md=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.md",
-            caption="../report/evaluation_group_splits.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        gaps=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/group_gaps.md",
-            caption="../report/evaluation_group_gaps.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
+        csv=f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.csv",
+        md=f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.md",
+        gaps=f"{RESULTS}/evaluation/experiments/{{experiment}}/group_gaps.md",
         plot=report(
             f"{RESULTS}/evaluation/experiments/{{experiment}}/plots/group_gaps.png",
             caption="../report/evaluation_group_gaps.rst",
@@ -364,18 +319,8 @@ rule evaluation_throughput:
     input:
         reports=evaluation_batch_reports(),
     output:
-        csv=report(
-            f"{RESULTS}/evaluation/throughput.csv",
-            caption="../report/evaluation_throughput.rst",
-            category="Evaluation",
-            subcategory="LLM throughput",
-        ),
-        md=report(
-            f"{RESULTS}/evaluation/throughput.md",
-            caption="../report/evaluation_throughput.rst",
-            category="Evaluation",
-            subcategory="LLM throughput",
-        ),
+        csv=f"{RESULTS}/evaluation/throughput.csv",
+        md=f"{RESULTS}/evaluation/throughput.md",
     log:
         "logs/evaluation_throughput.log",
     benchmark:

@@ -195,16 +195,8 @@ rule hypotheses_table:
         triviality=hypotheses_set_files("triviality"),
     output:
         table=f"{HYPOTHESES_DIR}/lift.parquet",
-        filtered=report(
-            f"{HYPOTHESES_DIR}/filtered.csv",
-            caption="../report/hypotheses_filtered.rst",
-            category="Hypotheses",
-        ),
-        stages=report(
-            f"{HYPOTHESES_DIR}/stages.csv",
-            caption="../report/hypotheses_stages.rst",
-            category="Hypotheses",
-        ),
+        filtered=f"{HYPOTHESES_DIR}/filtered.csv",
+        stages=f"{HYPOTHESES_DIR}/stages.csv",
     log:
         "logs/hypotheses_table/table.log",
     benchmark:

@@ -67,11 +67,7 @@ rule merge_posts:
         reports=ingest_shard_files("reports"),
     output:
         posts=f"{RESULTS}/posts/posts.parquet",
-        report=report(
-            f"{RESULTS}/posts/ingest_report.json",
-            caption="../report/ingest_report.rst",
-            category="Ingest",
-        ),
+        report=f"{RESULTS}/posts/ingest_report.json",
     log:
         "logs/merge_posts/merge_posts.log",
     benchmark:

@@ -127,12 +127,7 @@ rule probe_empathy_variants:
     input:
         summaries=probe_empathy_variant_summaries,
     output:
-        table=report(
-            f"{PROBES_DIR}/empathy/{{source}}/{{group_set}}/variants.csv",
-            caption="../report/probes_empathy_variants.rst",
-            category="Probes",
-            subcategory="{source} {group_set}",
-        ),
+        table=f"{PROBES_DIR}/empathy/{{source}}/{{group_set}}/variants.csv",
         markdown=f"{PROBES_DIR}/empathy/{{source}}/{{group_set}}/variants.md",
     log:
         "logs/probe_empathy_variants/{source}/{group_set}.log",
@@ -252,12 +247,7 @@ rule probe_personalization:
     output:
         rewrites=f"{PROBES_DIR}/personalization/{{source}}/rewrites.parquet",
         responses=f"{PROBES_DIR}/personalization/{{source}}/responses.parquet",
-        tests=report(
-            f"{PROBES_DIR}/personalization/{{source}}/tests.parquet",
-            caption="../report/probes_personalization.rst",
-            category="Probes",
-            subcategory="{source}",
-        ),
+        tests=f"{PROBES_DIR}/personalization/{{source}}/tests.parquet",
         summary=f"{PROBES_DIR}/personalization/{{source}}/summary.json",
     log:
         "logs/probe_personalization/{source}.log",

@@ -102,11 +102,7 @@ rule topic_splits:
     output:
         topics=f"{RESULTS}/topics/topics.parquet",
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
-        counts=report(
-            f"{RESULTS}/topics/topic_counts.csv",
-            caption="../report/topics_counts.rst",
-            category="Topics",
-        ),
+        counts=f"{RESULTS}/topics/topic_counts.csv",
     log:
         "logs/topic_splits/topic_splits.log",
     benchmark:

@@ -66,6 +66,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "groups of TMs (strong vs weak) per split: gaps, paired tests, examples",
     ),
     "report": ("splits.report", "plots and tables for the evaluation report"),
+    "report-tables": (
+        "splits.report_tables",
+        "HTML pages of table outputs (CSV, Parquet, JSON, Markdown) for the Snakemake report",
+    ),
     "human": ("splits.human", "human-validation annotation sheets and scores"),
     "hypotheses": (
         "splits.hypotheses.cli",

@@ -349,7 +349,25 @@ def _plain(value):
     return value
 
 
-def _bar_plot(labels: list[str], values: list[float], path: Path, title: str, ylabel: str) -> None:
+def significance_mark(q: float | None, fdr: float) -> str:
+    """Stars over a bar: * q < fdr, ** q < fdr / 5, *** q < fdr / 50 (Benjamini-Hochberg q)."""
+    if q is None or not np.isfinite(q) or q >= fdr:
+        return ""
+    return "***" if q < fdr / 50 else "**" if q < fdr / 5 else "*"
+
+
+def _bar_plot(
+    labels: list[str],
+    values: list[float],
+    path: Path,
+    title: str,
+    ylabel: str,
+    xlabel: str,
+    marks: list[str] | None = None,
+    reference: float | None = None,
+) -> None:
+    """Bars with both axes named; ``marks`` (e.g. significance stars) over the bars and a dashed
+    ``reference`` line (e.g. GAI = 1, no association) where given."""
     if not labels:
         message_figure(path, title, "no rows to plot (no group was analysed)")
         return
@@ -358,14 +376,30 @@ def _bar_plot(labels: list[str], values: list[float], path: Path, title: str, yl
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 2), 3.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 2.5), 4.5))
     heights = [0.0 if v is None or not np.isfinite(v) else v for v in values]
-    ax.bar(range(len(labels)), heights, color="#4c72b0")
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+    bars = ax.bar(range(len(labels)), heights, color="#4c72b0")
+    if reference is not None:
+        ax.axhline(reference, color="#555", linestyle="--", linewidth=1)
+    if marks:
+        for bar, mark in zip(bars, marks, strict=True):
+            if mark:
+                top = bar.get_height()
+                ax.annotate(
+                    mark,
+                    (bar.get_x() + bar.get_width() / 2, top),
+                    xytext=(0, 2 if top >= 0 else -12),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=11,
+                )
+        ax.margins(y=0.12)
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(textwrap.fill(title, 70), fontsize=9)
+    ax.set_title(textwrap.fill(title, 80), fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -451,6 +485,7 @@ def run_stress(args) -> int:
         f"stress rate by prompted group ({args.source}, {args.model}); "
         f"max diff {summary.get('max_diff_stress_rate', float('nan')):.3f}",
         "share of 'yes'",
+        "group named in the prompt",
     )
     log.info("stress probe: undetected_rate_attempts=%.3f", summary["undetected_rate_attempts"])
     return 0
@@ -674,8 +709,13 @@ def run_grasp(args) -> int:
         result.groups["group"].to_list(),
         result.groups["gai"].to_list(),
         out / "gai.png",
-        f"group association index (alpha over all raters {summary['alpha_all']:.3f})",
+        f"group association index (alpha over all raters {summary['alpha_all']:.3f}); "
+        f"* q < {args.fdr:g}, ** q < {args.fdr / 5:g}, *** q < {args.fdr / 50:g} (permutation test, "
+        "Benjamini-Hochberg); dashed: GAI = 1, no association",
         "GAI = IRR / XRR",
+        "rater group (attribute=value)",
+        marks=[significance_mark(q, args.fdr) for q in result.groups["q_gai"].to_list()],
+        reference=1.0,
     )
     null_histograms(
         result,
