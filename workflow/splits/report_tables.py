@@ -17,7 +17,6 @@ import re
 from pathlib import Path
 
 import polars as pl
-from markdown_it import MarkdownIt
 
 from splits.config import ConfigError
 from splits.io import write_text
@@ -166,6 +165,8 @@ def markdown_html(text: str) -> str:
         if end > 0:
             front = f"<pre>{html.escape(text[4:end])}</pre>\n"
             text = text[end + 5 :]
+    from markdown_it import MarkdownIt  # here: the Snakefile imports this module for its targets
+
     return front + MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
 
 
