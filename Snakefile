@@ -1,6 +1,6 @@
 # Splits: demographic- and topic-split Reddit datasets and the Group Theorization evaluation.
 # Run:  snakemake --cores 2            (default config: generated sample, builtin models)
-#       snakemake --cores 2 --configfile config/paper.yaml --profile workflow/profiles/slurm
+#       snakemake --cores 2 --configfile config/paper.yaml --profile profiles/slurm
 # A --configfile replaces config/config.yaml (list both to extend it); each config writes under
 # its own outdir.
 
@@ -27,9 +27,22 @@ include: "workflow/rules/sampling.smk"
 include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/probes.smk"
 include: "workflow/rules/hypotheses.smk"
+include: "workflow/rules/report.smk"
+
+
+from splits.report_tables import report_pages
+from splits.runlock import record_owner, release_stale_locks
+
+# a run killed with SIGKILL leaves its locks: the next plain command removes them (splits.runlock)
+release_stale_locks()
+
+
+onstart:
+    record_owner()
 
 
 rule all:
     default_target: True
     input:
         final_targets(config, EMPATHY_SETS),
+        report_pages(final_targets(config, EMPATHY_SETS), RESULTS),

@@ -90,7 +90,7 @@ def snakemake(workdir: Path, config: Path, targets: list[str], args) -> float:
 def job_records(workdir: Path) -> list[dict]:
     """One record per job: rule, seconds and peak MiB (benchmark file and log line)."""
     records = []
-    for tsv in sorted((workdir / "benchmarks").glob("*/*.tsv")):
+    for tsv in sorted((workdir / "results" / "benchmarks").glob("*/*.tsv")):
         with tsv.open() as fh:
             row = next(csv.DictReader(fh, delimiter="\t"))
         rule = tsv.parent.name

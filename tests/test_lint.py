@@ -21,6 +21,7 @@ FAMILIES = (
     "graph",
     "demographics",
     "topics",
+    "report",
     "sampling",
     "llm",
     "evaluation",

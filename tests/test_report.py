@@ -7,13 +7,17 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 
@@ -95,12 +99,50 @@ def _data(entry: dict) -> bytes:
     return base64.b64decode(payload)
 
 
+class _Cells(HTMLParser):
+    """The cells of an HTML page's tables, row by row (header rows included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _cells(page: bytes) -> list[list[str]]:
+    parser = _Cells()
+    parser.feed(page.decode("utf-8"))
+    return parser.rows
+
+
+def _same_number(shown: str, value) -> bool:
+    return math.isclose(float(shown.replace(",", "")), float(value), rel_tol=1e-3, abs_tol=1e-9)
+
+
 def test_report_holds_the_ingest_report(report):
-    path = "results/posts/ingest_report.json"
+    path = "results/posts/ingest_report.html"
     entry = _assert_entry(report, path, "ingest_report.rst")
     assert _category_of(report["categories"], path)[0] == "Ingest"
-    embedded = json.loads(_data(entry))
-    assert embedded == json.loads((report["workdir"] / path).read_text())
+    # every count of the JSON report is on its row of the page, under its dotted key
+    source = json.loads((report["workdir"] / "results/posts/ingest_report.json").read_text())
+    shown = {row[0]: row[1] for row in _cells(_data(entry)) if len(row) == 2}
+    assert _same_number(shown["posts"], source["posts"])
+    for reason, count in source["dropped"].items():
+        assert _same_number(shown[f"dropped.{reason}"], count), reason
 
 
 def test_report_holds_one_selfid_plot_per_demographic(report):
@@ -117,10 +159,64 @@ def test_report_holds_one_selfid_plot_per_demographic(report):
 
 
 def test_report_holds_topic_split_counts(report):
-    path = "results/topics/topic_counts.csv"
+    path = "results/topics/topic_counts.html"
     entry = _assert_entry(report, path, "topics_counts.rst")
     assert _category_of(report["categories"], path)[0] == "Topics"
-    assert _data(entry) == (report["workdir"] / path).read_bytes()
+    table = pl.read_csv(report["workdir"] / "results/topics/topic_counts.csv")
+    header, *rows = _cells(_data(entry))
+    assert header == table.columns and len(rows) == table.height
+    for shown, record in zip(rows, table.iter_rows(), strict=True):
+        for cell, value in zip(shown, record, strict=True):
+            if isinstance(value, int | float):
+                assert _same_number(cell, value)
+            else:
+                assert cell == str(value)
+
+
+def test_report_shows_the_evaluation_tables(report):
+    base = "results/evaluation/experiments/sample"
+    captions = {
+        "summary": "evaluation_summary.rst",
+        "splits": "evaluation_splits.rst",
+        "comparisons": "evaluation_comparisons.rst",
+    }
+    for name, caption in captions.items():
+        entry = _assert_entry(report, f"{base}/{name}.html", caption)
+        table = pl.read_csv(report["workdir"] / f"{base}/{name}.csv")
+        header, *rows = _cells(_data(entry))
+        assert header == table.columns and len(rows) == table.height, name
+    # the sample experiment defines no TM groups: no empty groups table in the report
+    assert f"{base}/groups.html" not in report["results"]
+
+
+BROWSER_TYPES = {"image/png", "image/svg+xml", "image/jpeg", "text/html", "application/pdf"}
+
+
+def test_every_report_artefact_is_shown_by_a_browser(report):
+    shown_as = {path: entry["mime_type"] for path, entry in report["results"].items()}
+    assert {p: m for p, m in shown_as.items() if m not in BROWSER_TYPES} == {}
+
+
+def test_every_plot_is_sized_for_reading(report):
+    """At least 600 x 350 pixels: the report shows a PNG at its own size."""
+    small = {}
+    for path, entry in report["results"].items():
+        if entry["mime_type"] == "image/png":
+            width, height = struct.unpack(">II", _data(entry)[16:24])  # the PNG's IHDR chunk
+            if width < 600 or height < 350:
+                small[path] = (width, height)
+    assert small == {}
+
+
+def test_captions_stand_on_their_own():
+    """No caption points to a document outside the repository (e.g. "SPEC 2.1")."""
+    outside = {
+        rst.name: line
+        for rst in sorted(REPORT_DIR.glob("*.rst"))
+        for line in rst.read_text().splitlines()
+        if re.search(r"\bSPEC\b|\.\./shared", line)
+    }
+    assert outside == {}
 
 
 def test_report_holds_every_evaluation_plot(report):

@@ -2,10 +2,10 @@
 
 `.ci/slurm/start.sh` starts munged, slurmctld and slurmd on this host (accounting off,
 MinJobAge=3600 so finished jobs stay visible to squeue); the CPU stages of the default pipeline
-run with `--profile workflow/profiles/slurm` (job status through squeue), their Parquet outputs
+run with `--profile profiles/slurm` (job status through squeue), their Parquet outputs
 must equal a local run's, and `.ci/slurm/stop.sh` stops exactly the daemons that were started.
-Skips (with the reason) only where it cannot be root, or the binaries are missing and cannot be
-installed, or /etc/slurm/slurm.conf belongs to this host's own Slurm (or to another running
+Skips (with the reason) only where it cannot be root, or Slurm is not installed (`.ci/run` installs
+it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this host's own Slurm (or to another running
 cluster of start.sh), which the test leaves alone.
 """
 
@@ -48,21 +48,17 @@ def _missing_binaries() -> list[str]:
     return [name for name in BINARIES if shutil.which(name) is None]
 
 
-def _ensure_slurm_installed() -> None:
+def _require_slurm() -> None:
+    """Skip where no cluster can be started. The test installs nothing: `.ci/run` installs Debian's
+    slurm-wlm and munge (as root) before the tests."""
     if os.geteuid() != 0:
         pytest.skip("a Slurm cluster needs root (slurmd runs jobs as their owner); not root here")
-    if _missing_binaries() and shutil.which("apt-get"):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "slurm-wlm", "munge"],
-            env=env,
-            capture_output=True,
-            timeout=900,
-        )
     missing = _missing_binaries()
     if missing:
-        pytest.skip(f"Slurm binaries {missing} are missing and apt-get could not install them")
+        pytest.skip(
+            f"Slurm is not installed (missing {', '.join(missing)}): "
+            "apt-get install slurm-wlm munge, as .ci/run does"
+        )
 
 
 def _free_port() -> int:
@@ -134,7 +130,7 @@ class SlurmCluster:
 
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
-    _ensure_slurm_installed()
+    _require_slurm()
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
     cluster.start()
     try:
@@ -208,7 +204,7 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
         "-m",
         "snakemake",
         "--profile",
-        "workflow/profiles/slurm",
+        "profiles/slurm",
         "--slurm-status-command",
         "squeue",
         "--slurm-init-seconds-before-status-checks",
@@ -290,7 +286,7 @@ def test_profile_resources_from_environment(tmp_path):
     config["evaluation"]["experiments"]["sample"]["cms"].append("big")
     (tmp_path / "llm.yaml").write_text(yaml.safe_dump(config))
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--profile", "workflow/profiles/slurm"]
+        [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm"]
         + ["--slurm-status-command", "squeue", "--dry-run", "--forceall"]
         + ["--configfile", str(tmp_path / "llm.yaml")],
         cwd=workdir,

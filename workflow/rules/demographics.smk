@@ -15,7 +15,7 @@ rule groupness:
     log:
         "logs/groupness/{demographic}.log",
     benchmark:
-        "benchmarks/groupness/{demographic}.tsv"
+        "results/benchmarks/groupness/{demographic}.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: config["demographics"]["threads"]
@@ -53,7 +53,7 @@ rule selfid:
     log:
         "logs/selfid/{demographic}.log",
     benchmark:
-        "benchmarks/selfid/{demographic}.tsv"
+        "results/benchmarks/selfid/{demographic}.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: config["demographics"]["threads"]
@@ -88,21 +88,13 @@ rule selfid_summary:
             demographic=DEMOGRAPHIC_KEYS,
         ),
     output:
-        thresholds=report(
-            f"{RESULTS}/demographics/thresholds.json",
-            caption="../report/demographics_thresholds.rst",
-            category="Demographics",
-        ),
+        thresholds=f"{RESULTS}/demographics/thresholds.json",
         csv=f"{RESULTS}/demographics/formula_comparison.csv",
-        md=report(
-            f"{RESULTS}/demographics/formula_comparison.md",
-            caption="../report/demographics_formulas.rst",
-            category="Demographics",
-        ),
+        md=f"{RESULTS}/demographics/formula_comparison.md",
     log:
         "logs/selfid_summary/selfid_summary.log",
     benchmark:
-        "benchmarks/selfid_summary/selfid_summary.tsv"
+        "results/benchmarks/selfid_summary/selfid_summary.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: 1

@@ -22,7 +22,7 @@ rule evaluation_sweep_dataset:
     log:
         "logs/evaluation_sweep_dataset/k-{k}.log",
     benchmark:
-        "benchmarks/evaluation_sweep_dataset/k-{k}.tsv"
+        "results/benchmarks/evaluation_sweep_dataset/k-{k}.tsv"
     wildcard_constraints:
         k=r"\d+",
     conda:
@@ -46,7 +46,7 @@ rule evaluation_subsample:
     log:
         "logs/evaluation_subsample/rows-{rows}.log",
     benchmark:
-        "benchmarks/evaluation_subsample/rows-{rows}.tsv"
+        "results/benchmarks/evaluation_subsample/rows-{rows}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
     conda:
@@ -72,7 +72,7 @@ checkpoint evaluation_tm_batch:
     log:
         "logs/evaluation_tm_batch/{tm}.log",
     benchmark:
-        "benchmarks/evaluation_tm_batch/{tm}.tsv"
+        "results/benchmarks/evaluation_tm_batch/{tm}.tsv"
     wildcard_constraints:
         tm=PATH_NAME,
     conda:
@@ -111,7 +111,7 @@ rule evaluation_theorize:
     log:
         "logs/evaluation_theorize/rows-{rows}/{tm}/k-{k}.log",
     benchmark:
-        "benchmarks/evaluation_theorize/rows-{rows}/{tm}/k-{k}.tsv"
+        "results/benchmarks/evaluation_theorize/rows-{rows}/{tm}/k-{k}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
         tm=PATH_NAME,
@@ -147,7 +147,7 @@ checkpoint evaluation_cm_batch:
     log:
         "logs/evaluation_cm_batch/{cm}.log",
     benchmark:
-        "benchmarks/evaluation_cm_batch/{cm}.tsv"
+        "results/benchmarks/evaluation_cm_batch/{cm}.tsv"
     wildcard_constraints:
         cm=PATH_NAME,
     conda:
@@ -184,7 +184,7 @@ rule evaluation_classify:
     log:
         "logs/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.log",
     benchmark:
-        "benchmarks/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.tsv"
+        "results/benchmarks/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
         tm=PATH_NAME,
@@ -216,46 +216,16 @@ rule evaluation_metrics:
     output:
         predictions=f"{RESULTS}/evaluation/experiments/{{experiment}}/predictions.parquet",
         metrics=f"{RESULTS}/evaluation/experiments/{{experiment}}/metrics.json",
-        summary=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/summary.csv",
-            caption="../report/evaluation_summary.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        splits=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/splits.csv",
-            caption="../report/evaluation_splits.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        comparisons=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.csv",
-            caption="../report/evaluation_comparisons.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        tables=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/tables.md",
-            caption="../report/evaluation_tables.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        groups=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/groups.csv",
-            caption="../report/evaluation_groups.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        comparisons_md=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.md",
-            caption="../report/evaluation_comparisons.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
+        summary=f"{RESULTS}/evaluation/experiments/{{experiment}}/summary.csv",
+        splits=f"{RESULTS}/evaluation/experiments/{{experiment}}/splits.csv",
+        comparisons=f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.csv",
+        tables=f"{RESULTS}/evaluation/experiments/{{experiment}}/tables.md",
+        groups=f"{RESULTS}/evaluation/experiments/{{experiment}}/groups.csv",
+        comparisons_md=f"{RESULTS}/evaluation/experiments/{{experiment}}/comparisons.md",
     log:
         "logs/evaluation_metrics/{experiment}.log",
     benchmark:
-        "benchmarks/evaluation_metrics/{experiment}.tsv"
+        "results/benchmarks/evaluation_metrics/{experiment}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -277,24 +247,9 @@ rule evaluation_group_splits:
         predictions=f"{RESULTS}/evaluation/experiments/{{experiment}}/predictions.parquet",
         theories=evaluation_group_theories,
     output:
-        csv=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.csv",
-            caption="../report/evaluation_group_splits.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        md=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.md",
-            caption="../report/evaluation_group_splits.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
-        gaps=report(
-            f"{RESULTS}/evaluation/experiments/{{experiment}}/group_gaps.md",
-            caption="../report/evaluation_group_gaps.rst",
-            category="Evaluation",
-            subcategory="{experiment}",
-        ),
+        csv=f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.csv",
+        md=f"{RESULTS}/evaluation/experiments/{{experiment}}/group_splits.md",
+        gaps=f"{RESULTS}/evaluation/experiments/{{experiment}}/group_gaps.md",
         plot=report(
             f"{RESULTS}/evaluation/experiments/{{experiment}}/plots/group_gaps.png",
             caption="../report/evaluation_group_gaps.rst",
@@ -304,7 +259,7 @@ rule evaluation_group_splits:
     log:
         "logs/evaluation_group_splits/{experiment}.log",
     benchmark:
-        "benchmarks/evaluation_group_splits/{experiment}.tsv"
+        "results/benchmarks/evaluation_group_splits/{experiment}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -360,7 +315,7 @@ rule evaluation_report:
     log:
         "logs/evaluation_report/{experiment}.log",
     benchmark:
-        "benchmarks/evaluation_report/{experiment}.tsv"
+        "results/benchmarks/evaluation_report/{experiment}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -378,22 +333,12 @@ rule evaluation_throughput:
     input:
         reports=evaluation_batch_reports(config),
     output:
-        csv=report(
-            f"{RESULTS}/evaluation/throughput.csv",
-            caption="../report/evaluation_throughput.rst",
-            category="Evaluation",
-            subcategory="LLM throughput",
-        ),
-        md=report(
-            f"{RESULTS}/evaluation/throughput.md",
-            caption="../report/evaluation_throughput.rst",
-            category="Evaluation",
-            subcategory="LLM throughput",
-        ),
+        csv=f"{RESULTS}/evaluation/throughput.csv",
+        md=f"{RESULTS}/evaluation/throughput.md",
     log:
         "logs/evaluation_throughput.log",
     benchmark:
-        "benchmarks/evaluation_throughput.tsv"
+        "results/benchmarks/evaluation_throughput.tsv"
     conda:
         "../../envs/evaluation.yaml"
     threads: 1

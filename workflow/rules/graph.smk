@@ -7,15 +7,11 @@ rule graph:
     output:
         subreddits=f"{RESULTS}/graph/subreddits.parquet",
         neighbours=f"{RESULTS}/graph/neighbours.parquet",
-        summary=report(
-            f"{RESULTS}/graph/summary.json",
-            caption="../report/graph_summary.rst",
-            category="Subreddit graph",
-        ),
+        summary=f"{RESULTS}/graph/summary.json",
     log:
         "logs/graph/graph.log",
     benchmark:
-        "benchmarks/graph/graph.tsv"
+        "results/benchmarks/graph/graph.tsv"
     conda:
         "../../envs/graph.yaml"
     threads: config["graph"]["threads"]

@@ -22,7 +22,7 @@ rule hypotheses_sample:
     log:
         "logs/hypotheses_sample/sample.log",
     benchmark:
-        "benchmarks/hypotheses_sample/sample.tsv"
+        "results/benchmarks/hypotheses_sample/sample.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -48,7 +48,7 @@ rule hypotheses_file:
     log:
         "logs/hypotheses_file/{name}.log",
     benchmark:
-        "benchmarks/hypotheses_file/{name}.tsv"
+        "results/benchmarks/hypotheses_file/{name}.tsv"
     wildcard_constraints:
         name=r"[A-Za-z0-9_.\-]+",
     conda:
@@ -76,7 +76,7 @@ rule hypotheses_theories:
     log:
         "logs/hypotheses_theories/{experiment}/{tm}/k-{k}.log",
     benchmark:
-        "benchmarks/hypotheses_theories/{experiment}/{tm}/k-{k}.tsv"
+        "results/benchmarks/hypotheses_theories/{experiment}/{tm}/k-{k}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
         tm=PATH_NAME,
@@ -107,7 +107,7 @@ rule hypotheses_generate:
     log:
         "logs/hypotheses_generate/{model}.log",
     benchmark:
-        "benchmarks/hypotheses_generate/{model}.tsv"
+        "results/benchmarks/hypotheses_generate/{model}.tsv"
     wildcard_constraints:
         model=PATH_NAME,
     conda:
@@ -146,7 +146,7 @@ rule hypotheses_lift:
     log:
         "logs/hypotheses_lift/{hypothesis_set}.log",
     benchmark:
-        "benchmarks/hypotheses_lift/{hypothesis_set}.tsv"
+        "results/benchmarks/hypotheses_lift/{hypothesis_set}.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -170,7 +170,7 @@ rule hypotheses_triviality:
     log:
         "logs/hypotheses_triviality/{hypothesis_set}.log",
     benchmark:
-        "benchmarks/hypotheses_triviality/{hypothesis_set}.tsv"
+        "results/benchmarks/hypotheses_triviality/{hypothesis_set}.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -194,20 +194,12 @@ rule hypotheses_table:
         triviality=hypotheses_set_files("triviality"),
     output:
         table=f"{HYPOTHESES_DIR}/lift.parquet",
-        filtered=report(
-            f"{HYPOTHESES_DIR}/filtered.csv",
-            caption="../report/hypotheses_filtered.rst",
-            category="Hypotheses",
-        ),
-        stages=report(
-            f"{HYPOTHESES_DIR}/stages.csv",
-            caption="../report/hypotheses_stages.rst",
-            category="Hypotheses",
-        ),
+        filtered=f"{HYPOTHESES_DIR}/filtered.csv",
+        stages=f"{HYPOTHESES_DIR}/stages.csv",
     log:
         "logs/hypotheses_table/table.log",
     benchmark:
-        "benchmarks/hypotheses_table/table.tsv"
+        "results/benchmarks/hypotheses_table/table.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -243,7 +235,7 @@ rule hypotheses_report:
     log:
         "logs/hypotheses_report/report.log",
     benchmark:
-        "benchmarks/hypotheses_report/report.tsv"
+        "results/benchmarks/hypotheses_report/report.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1

@@ -16,7 +16,7 @@ rule synth:
     log:
         "logs/synth/synth.log",
     benchmark:
-        "benchmarks/synth/synth.tsv"
+        "results/benchmarks/synth/synth.tsv"
     conda:
         "../../envs/ingest.yaml"
     threads: 1
@@ -49,7 +49,7 @@ rule ingest:
     log:
         "logs/ingest/{shard}.log",
     benchmark:
-        "benchmarks/ingest/{shard}.tsv"
+        "results/benchmarks/ingest/{shard}.tsv"
     conda:
         "../../envs/ingest.yaml"
     threads: 1
@@ -67,15 +67,11 @@ rule merge_posts:
         reports=ingest_shard_files("reports"),
     output:
         posts=f"{RESULTS}/posts/posts.parquet",
-        report=report(
-            f"{RESULTS}/posts/ingest_report.json",
-            caption="../report/ingest_report.rst",
-            category="Ingest",
-        ),
+        report=f"{RESULTS}/posts/ingest_report.json",
     log:
         "logs/merge_posts/merge_posts.log",
     benchmark:
-        "benchmarks/merge_posts/merge_posts.tsv"
+        "results/benchmarks/merge_posts/merge_posts.tsv"
     conda:
         "../../envs/ingest.yaml"
     threads: 1

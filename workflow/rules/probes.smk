@@ -26,7 +26,7 @@ rule probe_stress:
     log:
         "logs/probe_stress/{source}.log",
     benchmark:
-        "benchmarks/probe_stress/{source}.tsv"
+        "results/benchmarks/probe_stress/{source}.tsv"
     wildcard_constraints:
         source="topics|dreaddit",
     conda:
@@ -79,7 +79,7 @@ rule probe_empathy:
     log:
         "logs/probe_empathy/{source}/{group_set}/{variant}.log",
     benchmark:
-        "benchmarks/probe_empathy/{source}/{group_set}/{variant}.tsv"
+        "results/benchmarks/probe_empathy/{source}/{group_set}/{variant}.tsv"
     wildcard_constraints:
         source="topics|envent",
         group_set=r"[A-Za-z0-9_\-]+",
@@ -127,12 +127,7 @@ rule probe_empathy_variants:
     input:
         summaries=probe_empathy_variant_summaries,
     output:
-        table=report(
-            f"{PROBES_DIR}/empathy/{{source}}/{{group_set}}/variants.csv",
-            caption="../report/probes_empathy_variants.rst",
-            category="Probes",
-            subcategory="{source} {group_set}",
-        ),
+        table=f"{PROBES_DIR}/empathy/{{source}}/{{group_set}}/variants.csv",
         markdown=f"{PROBES_DIR}/empathy/{{source}}/{{group_set}}/variants.md",
     log:
         "logs/probe_empathy_variants/{source}/{group_set}.log",
@@ -172,7 +167,7 @@ rule probe_grasp:
     log:
         "logs/probe_grasp/{name}.log",
     benchmark:
-        "benchmarks/probe_grasp/{name}.tsv"
+        "results/benchmarks/probe_grasp/{name}.tsv"
     conda:
         "../../envs/probes.yaml"
     threads: 1
@@ -224,7 +219,7 @@ rule probe_grasp_judges:
     log:
         "logs/probe_grasp_judges/{experiment}.log",
     benchmark:
-        "benchmarks/probe_grasp_judges/{experiment}.tsv"
+        "results/benchmarks/probe_grasp_judges/{experiment}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -254,17 +249,12 @@ rule probe_personalization:
     output:
         rewrites=f"{PROBES_DIR}/personalization/{{source}}/rewrites.parquet",
         responses=f"{PROBES_DIR}/personalization/{{source}}/responses.parquet",
-        tests=report(
-            f"{PROBES_DIR}/personalization/{{source}}/tests.parquet",
-            caption="../report/probes_personalization.rst",
-            category="Probes",
-            subcategory="{source}",
-        ),
+        tests=f"{PROBES_DIR}/personalization/{{source}}/tests.parquet",
         summary=f"{PROBES_DIR}/personalization/{{source}}/summary.json",
     log:
         "logs/probe_personalization/{source}.log",
     benchmark:
-        "benchmarks/probe_personalization/{source}.tsv"
+        "results/benchmarks/probe_personalization/{source}.tsv"
     wildcard_constraints:
         source="topics",
     conda:

@@ -6,15 +6,11 @@ rule sample_quadruplets:
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
     output:
         quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
-        summary=report(
-            f"{RESULTS}/dataset/sampling_summary.json",
-            caption="../report/dataset_summary.rst",
-            category="Dataset",
-        ),
+        summary=f"{RESULTS}/dataset/sampling_summary.json",
     log:
         "logs/sample_quadruplets/sample_quadruplets.log",
     benchmark:
-        "benchmarks/sample_quadruplets/sample_quadruplets.tsv"
+        "results/benchmarks/sample_quadruplets/sample_quadruplets.tsv"
     conda:
         "../../envs/sampling.yaml"
     threads: 1
@@ -34,27 +30,15 @@ rule export_dataset:
     output:
         quadruplets=f"{RESULTS}/dataset/export/quadruplets.parquet",
         topic_posts=f"{RESULTS}/dataset/export/topic_posts.parquet",
-        card=report(
-            f"{RESULTS}/dataset/export/README.md",
-            caption="../report/dataset_card.rst",
-            category="Dataset",
-        ),
-        by_topic=report(
-            f"{RESULTS}/dataset/export/counts_by_topic.csv",
-            caption="../report/dataset_counts_by_topic.rst",
-            category="Dataset",
-        ),
-        by_category=report(
-            f"{RESULTS}/dataset/export/counts_by_category.csv",
-            caption="../report/dataset_counts_by_category.rst",
-            category="Dataset",
-        ),
+        card=f"{RESULTS}/dataset/export/README.md",
+        by_topic=f"{RESULTS}/dataset/export/counts_by_topic.csv",
+        by_category=f"{RESULTS}/dataset/export/counts_by_category.csv",
         by_topic_md=f"{RESULTS}/dataset/export/counts_by_topic.md",
         by_category_md=f"{RESULTS}/dataset/export/counts_by_category.md",
     log:
         "logs/export_dataset/export_dataset.log",
     benchmark:
-        "benchmarks/export_dataset/export_dataset.tsv"
+        "results/benchmarks/export_dataset/export_dataset.tsv"
     conda:
         "../../envs/sampling.yaml"
     threads: 1

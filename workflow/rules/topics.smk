@@ -18,7 +18,7 @@ checkpoint topic_shards:
     log:
         "logs/topic_shards/topic_shards.log",
     benchmark:
-        "benchmarks/topic_shards/topic_shards.tsv"
+        "results/benchmarks/topic_shards/topic_shards.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -40,7 +40,7 @@ rule topic_shard_stats:
     log:
         "logs/topic_shard_stats/{shard}.log",
     benchmark:
-        "benchmarks/topic_shard_stats/{shard}.tsv"
+        "results/benchmarks/topic_shard_stats/{shard}.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -62,7 +62,7 @@ rule topic_global_stats:
     log:
         "logs/topic_global_stats/topic_global_stats.log",
     benchmark:
-        "benchmarks/topic_global_stats/topic_global_stats.tsv"
+        "results/benchmarks/topic_global_stats/topic_global_stats.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 2
@@ -82,7 +82,7 @@ rule topic_shard_score:
     log:
         "logs/topic_shard_score/{shard}.log",
     benchmark:
-        "benchmarks/topic_shard_score/{shard}.tsv"
+        "results/benchmarks/topic_shard_score/{shard}.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -102,15 +102,11 @@ rule topic_splits:
     output:
         topics=f"{RESULTS}/topics/topics.parquet",
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
-        counts=report(
-            f"{RESULTS}/topics/topic_counts.csv",
-            caption="../report/topics_counts.rst",
-            category="Topics",
-        ),
+        counts=f"{RESULTS}/topics/topic_counts.csv",
     log:
         "logs/topic_splits/topic_splits.log",
     benchmark:
-        "benchmarks/topic_splits/topic_splits.tsv"
+        "results/benchmarks/topic_splits/topic_splits.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 2
@@ -135,7 +131,7 @@ rule generate_topics:
     log:
         "logs/generate_topics/generate_topics.log",
     benchmark:
-        "benchmarks/generate_topics/generate_topics.tsv"
+        "results/benchmarks/generate_topics/generate_topics.tsv"
     conda:
         "../../envs/llm.yaml"
     threads: 1

@@ -1122,7 +1122,12 @@ def write_outputs(table: pl.DataFrame, topics, demographics, args: argparse.Name
 
 def _add_params(parser: argparse.ArgumentParser, *names: str) -> None:
     if "index" in names:
-        parser.add_argument("--index", choices=INDEX_MODES, default=SHARED)
+        parser.add_argument(
+            "--index",
+            choices=INDEX_MODES,
+            default=SHARED,
+            help="shared: one BM25 index over every demographic's posts; per_demographic: one index each",
+        )
     if "shards" in names:
         parser.add_argument(
             "--shard-posts", type=int, default=DEFAULT_SHARD_POSTS, help="posts per shard, at most"
@@ -1177,9 +1182,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     reduce.add_argument("--out", required=True, help="global statistics (JSON)")
 
     score = sub.add_parser("score", help="one shard's top K per (demographic, topic)")
-    score.add_argument("--shard", required=True)
-    score.add_argument("--global-stats", required=True)
-    score.add_argument("--topics-file", required=True)
+    score.add_argument("--shard", required=True, help="the posts shard to score (Parquet)")
+    score.add_argument(
+        "--global-stats",
+        required=True,
+        help="corpus statistics of all shards (the stats step's output)",
+    )
+    score.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
     _add_params(score, "top_k")
     score.add_argument("--out", required=True, help="the shard's hits (Parquet)")
 
@@ -1187,15 +1196,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     merge.add_argument("--hits", nargs="+", required=True, help="every shard's hits")
     merge.add_argument("--shards", nargs="+", required=True, help="every shard file (texts)")
     merge.add_argument("--demographics", nargs="+", required=True, help="demographic keys")
-    merge.add_argument("--topics-file", required=True)
+    merge.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
     _add_params(merge, "top_k", "drop", "outputs")
 
     whole = sub.add_parser("run", help="every step in this process (shards in a temporary folder)")
     whole.add_argument(
         "--demographic-posts", nargs="+", required=True, metavar="[KEY=]FILE", help=posts_help
     )
-    whole.add_argument("--thresholds", required=True)
-    whole.add_argument("--topics-file", required=True)
+    whole.add_argument(
+        "--thresholds",
+        required=True,
+        help="self-ID thresholds (thresholds.json of the demographics stage)",
+    )
+    whole.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
     _add_params(whole, "index", "shards", "top_k", "drop", "outputs")
 
 

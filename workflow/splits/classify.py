@@ -406,10 +406,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--template", required=True, help="CM prompt template file")
     parser.add_argument("--demographics", help="demographics file (display names)")
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--max-tokens", type=int, default=400)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-post-chars", type=int, default=MAX_POST_CHARS)
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature of LLM CMs (0: greedy)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=400, help="most tokens an LLM CM generates per answer"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the LLM's sampling and of the builtin models"
+    )
+    parser.add_argument(
+        "--max-post-chars",
+        type=int,
+        default=MAX_POST_CHARS,
+        help="characters kept of each post in the prompt",
+    )
     parser.add_argument("--cache", help="LLM response cache (SQLite) path")
     parser.add_argument(
         "--cache-only",

@@ -14,6 +14,7 @@ import resource
 import sys
 import time
 
+from splits import __version__
 from splits.config import ConfigError, InputError
 from splits.llm.base import LLMError
 from splits.llm.secrets import ScrubbingFilter, scrub_secrets
@@ -65,6 +66,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "groups of TMs (strong vs weak) per split: gaps, paired tests, examples",
     ),
     "report": ("splits.report", "plots and tables for the evaluation report"),
+    "report-tables": (
+        "splits.report_tables",
+        "HTML pages of table outputs (CSV, Parquet, JSON, Markdown) for the Snakemake report",
+    ),
     "human": ("splits.human", "human-validation annotation sheets and scores"),
     "hypotheses": (
         "splits.hypotheses.cli",
@@ -79,9 +84,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows an option's default, except where there is none to show (a required option, a flag,
+    no value) or the help says it in words already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        no_value = action.default is None or action.default is False
+        if action.required or no_value or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """Every `--help` shows each option's default (subcommands' parsers are of the same class)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="splits", description=__doc__.splitlines()[0])
+    parser = Parser(prog="splits", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_module, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -94,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     known, rest = top.parse_known_args(argv)
     module_name, help_text = COMMANDS[known.command]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"splits {known.command}", description=help_text)
+    parser = Parser(prog=f"splits {known.command}", description=help_text)
     module.configure_parser(parser)
     args = parser.parse_args(rest)
     logging.basicConfig(

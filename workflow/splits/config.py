@@ -7,6 +7,7 @@ on one line and stop.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import re
 from collections.abc import Iterable
@@ -17,8 +18,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = PROJECT_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+# the files the package reads itself (package data, so that a non-editable install has them)
+PACKAGE_DATA = Path(str(importlib.resources.files("splits") / "data"))
+SCHEMA_PATH = PACKAGE_DATA / "config.schema.yaml"
 
 
 class ConfigError(ValueError):

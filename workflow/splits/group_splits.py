@@ -277,12 +277,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--groups", required=True, help='JSON list in config order: [["strong", ["a", "b"]], ...]'
     )
-    parser.add_argument("--experiment", required=True)
+    parser.add_argument(
+        "--experiment", required=True, help="experiment name (evaluation.experiments key)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the sign-flip tests")
     parser.add_argument(
         "--top", type=int, default=10, help="ranked keys per split in group_gaps.md"
     )
-    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--out-dir", required=True, help="folder of the group tables and plots")
 
 
 def run(args: argparse.Namespace) -> int:

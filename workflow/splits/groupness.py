@@ -256,12 +256,26 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
     parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
     parser.add_argument("--demographic", required=True, help="demographic key")
-    parser.add_argument("--formula", choices=FORMULAS, default=DEFAULT_FORMULA)
-    parser.add_argument("--top-user-fraction", type=float, default=0.01)
+    parser.add_argument(
+        "--formula",
+        choices=FORMULAS,
+        default=DEFAULT_FORMULA,
+        help="group-ness formula of a user's posts in the seed subreddits",
+    )
+    parser.add_argument(
+        "--top-user-fraction",
+        type=float,
+        default=0.01,
+        help="share of the most active users dropped as likely bots",
+    )
     parser.add_argument("--bots", default=None, help="known-bot list (one name per line)")
-    parser.add_argument("--out-users", required=True)
-    parser.add_argument("--out-posts", required=True)
-    parser.add_argument("--out-report", required=True)
+    parser.add_argument(
+        "--out-users", required=True, help="users with their group-ness and percentile (Parquet)"
+    )
+    parser.add_argument("--out-posts", required=True, help="the demographic's posts D_d (Parquet)")
+    parser.add_argument(
+        "--out-report", required=True, help="counts of kept and dropped users and posts (JSON)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -616,8 +616,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--k", type=int, help="the calibration size (if the files hold several)")
     export.add_argument("--demographics", help="demographics file (display names)")
     export.add_argument("--sheets-per-model", type=int, default=38, help="paper: 38")
-    export.add_argument("--seed", type=int, default=0)
-    export.add_argument("--out-dir", required=True)
+    export.add_argument("--seed", type=int, default=0, help="seed of the sheet's row order")
+    export.add_argument("--out-dir", required=True, help="folder of the annotation sheets")
     score = sub.add_parser("score", help="score filled sheets")
     score.add_argument("--key", required=True, help="key.csv written by export")
     score.add_argument(

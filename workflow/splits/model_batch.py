@@ -218,10 +218,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                 "--raw-prompt", action="store_true", help="send the prompt as a raw completion"
             )
         batch.add_argument("--demographics", help="demographics file (display names)")
-        batch.add_argument("--temperature", type=float, default=0.0)
-        batch.add_argument("--max-tokens", type=int, default=400)
-        batch.add_argument("--seed", type=int, default=0)
-        batch.add_argument("--max-post-chars", type=int, default=MAX_POST_CHARS)
+        batch.add_argument(
+            "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
+        )
+        batch.add_argument(
+            "--max-tokens", type=int, default=400, help="most tokens generated per answer"
+        )
+        batch.add_argument("--seed", type=int, default=0, help="seed of the model's sampling")
+        batch.add_argument(
+            "--max-post-chars",
+            type=int,
+            default=MAX_POST_CHARS,
+            help="characters kept of each post in the prompt",
+        )
         batch.add_argument(
             "--block-prompts",
             type=int,
@@ -232,8 +241,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         batch.add_argument("--report", required=True, help="JSON throughput report")
     table = sub.add_parser("throughput", help="the per-model throughput table of batch reports")
     table.add_argument("--reports", nargs="*", default=[], help="batch report JSON files")
-    table.add_argument("--out-csv", required=True)
-    table.add_argument("--out-md", required=True)
+    table.add_argument("--out-csv", required=True, help="throughput table (CSV)")
+    table.add_argument("--out-md", required=True, help="throughput table (Markdown)")
 
 
 def run(args: argparse.Namespace) -> int:

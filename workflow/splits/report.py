@@ -88,7 +88,8 @@ def plot_heatmap(summary: pl.DataFrame, path: Path, title: str) -> None:
     cms = sorted(part["cm"].unique().to_list())
     value = {(r["tm"], r["cm"]): r["accuracy"] for r in part.iter_rows(named=True)}
     grid = [[value.get((tm, cm), math.nan) for cm in cms] for tm in tms]
-    fig, ax = plt.subplots(figsize=(1.5 + 1.2 * len(cms), 1.2 + 0.5 * len(tms)))
+    # room for the tick labels, the title and the colour bar with its label, however few cells
+    fig, ax = plt.subplots(figsize=(max(6.0, 3.5 + 1.2 * len(cms)), max(4.0, 2.0 + 0.5 * len(tms))))
     image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(cms)), cms, rotation=30, ha="right")
     ax.set_yticks(range(len(tms)), tms)
@@ -187,8 +188,10 @@ def plot_group_gaps(table: pl.DataFrame, path: Path, title: str) -> None:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--summary", required=True, help="summary.csv of an experiment")
     parser.add_argument("--splits", required=True, help="splits.csv of an experiment")
-    parser.add_argument("--experiment", required=True)
-    parser.add_argument("--out-dir", required=True)
+    parser.add_argument(
+        "--experiment", required=True, help="experiment name (evaluation.experiments key)"
+    )
+    parser.add_argument("--out-dir", required=True, help="folder of the plots and tables")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -945,25 +945,41 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--users", required=True, help="results/demographics/<d>/users.parquet")
     search.add_argument("--posts", required=True, help="results/demographics/<d>/posts.parquet")
     search.add_argument("--demographics", required=True, help="demographics file")
-    search.add_argument("--demographic", required=True)
-    search.add_argument("--verifier", choices=VERIFIERS, default="rules")
+    search.add_argument("--demographic", required=True, help="demographic key (demographics file)")
+    search.add_argument(
+        "--verifier",
+        choices=VERIFIERS,
+        default="rules",
+        help="rules: phrase rules (quotes, negations, questions); llm: a model verifies each match",
+    )
     search.add_argument("--verifier-model", default=None, help="registry name (llm verifier)")
     search.add_argument("--models-json", default="{}", help="the model registry as JSON")
     search.add_argument("--prompt", default=None, help="verification prompt template (llm)")
     search.add_argument("--llm-cache", default=None, help="SQLite response cache (llm)")
-    search.add_argument("--context-chars", type=int, default=150)
-    search.add_argument("--bins", type=int, default=20)
-    search.add_argument("--out-matches", required=True)
-    search.add_argument("--out-curve", required=True)
-    search.add_argument("--out-threshold", required=True)
-    search.add_argument("--out-comparison", required=True)
-    search.add_argument("--out-plot", required=True)
+    search.add_argument(
+        "--context-chars",
+        type=int,
+        default=150,
+        help="characters of context kept around each match",
+    )
+    search.add_argument("--bins", type=int, default=20, help="percentile bins of the self-ID curve")
+    search.add_argument("--out-matches", required=True, help="self-ID matches (Parquet)")
+    search.add_argument("--out-curve", required=True, help="self-ID rate per group-ness bin (CSV)")
+    search.add_argument("--out-threshold", required=True, help="the demographic's threshold (JSON)")
+    search.add_argument(
+        "--out-comparison", required=True, help="self-ID against anti-self-ID rates (CSV)"
+    )
+    search.add_argument("--out-plot", required=True, help="self-ID curve plot (SVG)")
     summary = sub.add_parser("summary", help="thresholds.json and the formula comparison table")
-    summary.add_argument("--thresholds", nargs="+", required=True)
-    summary.add_argument("--comparisons", nargs="+", required=True)
-    summary.add_argument("--out-thresholds", required=True)
-    summary.add_argument("--out-csv", required=True)
-    summary.add_argument("--out-md", required=True)
+    summary.add_argument(
+        "--thresholds", nargs="+", required=True, help="per-demographic threshold files (JSON)"
+    )
+    summary.add_argument(
+        "--comparisons", nargs="+", required=True, help="per-demographic comparison files (CSV)"
+    )
+    summary.add_argument("--out-thresholds", required=True, help="all thresholds (JSON)")
+    summary.add_argument("--out-csv", required=True, help="summary table (CSV)")
+    summary.add_argument("--out-md", required=True, help="summary table (Markdown)")
 
 
 def _run_search(args: argparse.Namespace) -> int:

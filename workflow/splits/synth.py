@@ -1198,19 +1198,48 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--out", required=True, help="corpus directory (shard dirs / RS_ RC_ files)"
     )
     parser.add_argument("--truth-dir", required=True, help="where ground_truth.parquet etc. go")
-    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument(
+        "--seed", type=int, default=d.seed, help="seed of every random choice of the generator"
+    )
     parser.add_argument(
         "--posts",
         type=int,
         default=None,
         help="scale every size parameter for about this many posts (default: the parameters below)",
     )
-    parser.add_argument("--general-subreddits", type=int, default=None)
-    parser.add_argument("--general-users", type=int, default=None)
-    parser.add_argument("--members-per-demographic", type=int, default=None)
-    parser.add_argument("--topic-posts-per-pair", type=int, default=None)
-    parser.add_argument("--shards", type=int, default=d.shards)
-    parser.add_argument("--format", choices=("convokit", "pushshift"), default=d.format)
+    parser.add_argument(
+        "--general-subreddits",
+        type=int,
+        default=None,
+        help="general (non-demographic) subreddits (default: scaled with --posts)",
+    )
+    parser.add_argument(
+        "--general-users",
+        type=int,
+        default=None,
+        help="general users (default: scaled with --posts)",
+    )
+    parser.add_argument(
+        "--members-per-demographic",
+        type=int,
+        default=None,
+        help="members per demographic community (default: scaled with --posts)",
+    )
+    parser.add_argument(
+        "--topic-posts-per-pair",
+        type=int,
+        default=None,
+        help="neutral topic posts per (demographic, topic) (default: scaled with --posts)",
+    )
+    parser.add_argument(
+        "--shards", type=int, default=d.shards, help="corpus shards written (one ingest job each)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("convokit", "pushshift"),
+        default=d.format,
+        help="convokit: ConvoKit corpus folders; pushshift: RS_/RC_ NDJSON files",
+    )
     parser.add_argument("--compress", action="store_true", help="pushshift: write .ndjson.zst")
     parser.add_argument(
         "--plant-group-difference",

@@ -559,7 +559,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--dataset", required=True, help="quadruplets Parquet (pipeline or release v4)"
     )
     sample.add_argument("--rows", required=True, help="number of rows, or 'all'")
-    sample.add_argument("--seed", type=int, required=True)
+    sample.add_argument("--seed", type=int, required=True, help="seed of the row subsample")
     sample.add_argument(
         "--topics", help="topics file: category of each topic when the input has none"
     )
@@ -570,7 +570,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="by_group: sample_A is A's posts (pipeline); by_post_set: sample_A is Post Set 1 "
         "(public release v4); auto: by the presence of the pipeline's hidden columns",
     )
-    sample.add_argument("--out", required=True)
+    sample.add_argument("--out", required=True, help="the subsampled rows (Parquet)")
     sample.add_argument("--report", help="JSON with the counts")
     gen = sub.add_parser("generate", help="one theory per row from a TM")
     gen.add_argument("--rows", required=True, help="evaluation rows Parquet")
@@ -582,10 +582,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--raw-prompt", action="store_true", help="send the prompt as a raw completion"
     )
     gen.add_argument("--demographics", help="demographics file (display names)")
-    gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--max-tokens", type=int, default=400)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--max-post-chars", type=int, default=MAX_POST_CHARS)
+    gen.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature of LLM TMs (0: greedy)"
+    )
+    gen.add_argument(
+        "--max-tokens", type=int, default=400, help="most tokens an LLM TM generates per theory"
+    )
+    gen.add_argument("--seed", type=int, default=0, help="seed of the model's sampling")
+    gen.add_argument(
+        "--max-post-chars",
+        type=int,
+        default=MAX_POST_CHARS,
+        help="characters kept of each post in the prompt",
+    )
     gen.add_argument("--cache", help="LLM response cache (SQLite) path")
     gen.add_argument(
         "--cache-only",

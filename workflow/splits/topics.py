@@ -21,12 +21,12 @@ from pathlib import Path
 
 import yaml
 
-from splits.config import ConfigError, Topic, load_config, validate_topics
+from splits.config import PACKAGE_DATA, ConfigError, Topic, load_config, validate_topics
 from splits.io import write_text
 
 log = logging.getLogger(__name__)
 
-PROMPT_DIR = Path(__file__).resolve().parents[2] / "resources" / "prompts"
+PROMPT_DIR = PACKAGE_DATA / "resources" / "prompts"
 PROMPT_FILES = {
     "categories": PROMPT_DIR / "generate_topics_categories.txt",
     "topics": PROMPT_DIR / "generate_topics_topics.txt",
@@ -172,14 +172,30 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--categories", nargs="+", help="fixed categories (skip the category stage)"
     )
-    parser.add_argument("--n-categories", type=int, default=10)
+    parser.add_argument(
+        "--n-categories", type=int, default=10, help="categories asked of the model"
+    )
     parser.add_argument("--n-topics", type=int, default=20, help="topics per category")
     parser.add_argument("--n-keywords", type=int, default=40, help="keyword phrases per topic")
-    parser.add_argument("--max-tokens", type=int, default=1024)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--prompt-categories", default=str(PROMPT_FILES["categories"]))
-    parser.add_argument("--prompt-topics", default=str(PROMPT_FILES["topics"]))
-    parser.add_argument("--prompt-keywords", default=str(PROMPT_FILES["keywords"]))
+    parser.add_argument(
+        "--max-tokens", type=int, default=1024, help="most tokens generated per answer"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the model's sampling")
+    parser.add_argument(
+        "--prompt-categories",
+        default=str(PROMPT_FILES["categories"]),
+        help="prompt template that asks for the categories",
+    )
+    parser.add_argument(
+        "--prompt-topics",
+        default=str(PROMPT_FILES["topics"]),
+        help="prompt template that asks for the topics of a category",
+    )
+    parser.add_argument(
+        "--prompt-keywords",
+        default=str(PROMPT_FILES["keywords"]),
+        help="prompt template that asks for a topic's keywords",
+    )
     parser.add_argument("--out", required=True, help="output topic list (our YAML)")
 
 

@@ -386,9 +386,13 @@ def _add_llm(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--model-spec", help="the model's registry entry (JSON)")
     parser.add_argument("--cache", help="response cache (SQLite)")
     parser.add_argument("--prompt", help="prompt template")
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--max-tokens", type=int, default=1024)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=1024, help="most tokens the model generates per answer"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the model's sampling")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -404,16 +408,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--meta", required=True, help="synth_meta.json of the generated corpus")
     p.add_argument("--topic-posts", required=True, help="results/topics/topic_posts.parquet")
     p.add_argument("--identity-words", help="identity words mapping (default: demographics file)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the sampled null and trivial hypotheses"
+    )
     _add_context(p)
     _add_set_out(p)
 
     p = sub.add_parser("theories", help="lexicons from the theories of one TM at one k")
     p.add_argument("--theories", required=True, help="the TM's theories (Parquet)")
     p.add_argument("--rows", required=True, help="the evaluation rows the theories are of")
-    p.add_argument("--experiment", required=True)
-    p.add_argument("--tm", required=True)
-    p.add_argument("--k", type=int, required=True)
+    p.add_argument(
+        "--experiment", required=True, help="experiment name (evaluation.experiments key)"
+    )
+    p.add_argument("--tm", required=True, help="theory model name")
+    p.add_argument(
+        "--k", type=int, required=True, help="posts per side the theories were written from (k)"
+    )
     p.add_argument(
         "--tm-kind",
         choices=("oracle-lexical", "llm"),
@@ -425,53 +435,106 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     _add_set_out(p)
 
     p = sub.add_parser("generate", help="an LLM proposes lexicons per (topic, pair)")
-    p.add_argument("--topic-posts", required=True)
+    p.add_argument(
+        "--topic-posts", required=True, help="topic posts of the run (topic_posts.parquet)"
+    )
     p.add_argument("--topics", nargs="*", help="topics to generate for (default: all)")
-    p.add_argument("--posts-per-group", type=int, default=10)
+    p.add_argument(
+        "--posts-per-group", type=int, default=10, help="example posts per group shown to the model"
+    )
     p.add_argument("--per-pool", type=int, default=5, help="hypotheses asked per (topic, pair)")
     _add_llm(p, required=True)
     _add_context(p)
     _add_set_out(p)
 
     p = sub.add_parser("lift", help="lift@k, p and the interval of every hypothesis of a set")
-    p.add_argument("--set", required=True)
-    p.add_argument("--topic-posts", required=True)
-    p.add_argument("--k-fractions", type=float, nargs="+", required=True)
-    p.add_argument("--list-size", type=lambda v: None if v == "all" else int(v), default=None)
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True)
-    p.add_argument("--report", required=True)
+    p.add_argument("--set", required=True, help="the hypothesis set (Parquet)")
+    p.add_argument(
+        "--topic-posts", required=True, help="topic posts of the run (topic_posts.parquet)"
+    )
+    p.add_argument(
+        "--k-fractions",
+        type=float,
+        nargs="+",
+        required=True,
+        help="retrieval depths k as fractions of the ranked list",
+    )
+    p.add_argument(
+        "--list-size",
+        type=lambda v: None if v == "all" else int(v),
+        default=None,
+        help="posts per side in the ranked list ('all' or a number)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="significance level of the lift test and its interval",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled lists")
+    p.add_argument("--out", required=True, help="lift of every hypothesis (Parquet)")
+    p.add_argument("--report", required=True, help="counts of scored and skipped hypotheses (JSON)")
 
     p = sub.add_parser("triviality", help="SubspaceBERTScore recall of a set's lexicons")
-    p.add_argument("--set", required=True)
-    p.add_argument("--demographics", required=True)
+    p.add_argument("--set", required=True, help="the hypothesis set (Parquet)")
+    p.add_argument(
+        "--demographics", required=True, help="the run's demographics file (identity words)"
+    )
     p.add_argument("--identity-words", help="identity words mapping (default: demographics file)")
     p.add_argument("--encoder", required=True, help="registry name, or Hugging Face id / path")
     p.add_argument("--models-json", help="registry entry of the encoder (JSON)")
-    p.add_argument("--batch-texts", type=int, default=256)
-    p.add_argument("--out", required=True)
+    p.add_argument("--batch-texts", type=int, default=256, help="texts encoded per batch")
+    p.add_argument("--out", required=True, help="triviality of every hypothesis (Parquet)")
 
     p = sub.add_parser("table", help="the run's table: BH q, the two-stage filter, stage counts")
-    p.add_argument("--lift", nargs="+", required=True)
-    p.add_argument("--triviality", nargs="+", required=True)
-    p.add_argument("--sets", nargs="+", required=True)
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--thresholds", type=float, nargs="+", default=[0.3, 0.5])
-    p.add_argument("--out-table", required=True)
-    p.add_argument("--out-filtered", required=True)
-    p.add_argument("--out-stages", required=True)
+    p.add_argument("--lift", nargs="+", required=True, help="lift tables of the sets (Parquet)")
+    p.add_argument(
+        "--triviality", nargs="+", required=True, help="triviality tables of the sets (Parquet)"
+    )
+    p.add_argument("--sets", nargs="+", required=True, help="the hypothesis sets (Parquet)")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="false discovery rate of the Benjamini-Hochberg step",
+    )
+    p.add_argument(
+        "--thresholds",
+        type=float,
+        nargs="+",
+        default=[0.3, 0.5],
+        help="triviality thresholds of the filter's second stage",
+    )
+    p.add_argument(
+        "--out-table", required=True, help="every hypothesis with q and filter columns (Parquet)"
+    )
+    p.add_argument(
+        "--out-filtered", required=True, help="the hypotheses that pass the filter (CSV)"
+    )
+    p.add_argument(
+        "--out-stages", required=True, help="hypotheses left after each filter stage (CSV)"
+    )
 
     p = sub.add_parser("report", help="plots: lift vs triviality, lift@k curves, stage counts")
-    p.add_argument("--table", required=True)
-    p.add_argument("--stages", required=True)
-    p.add_argument("--k", type=float, default=0.05)
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--thresholds", type=float, nargs="+", default=[0.3, 0.5])
-    p.add_argument("--top", type=int, default=8)
-    p.add_argument("--out-scatter", required=True)
-    p.add_argument("--out-curves", required=True)
-    p.add_argument("--out-stages", required=True)
+    p.add_argument("--table", required=True, help="the run's hypotheses table (Parquet)")
+    p.add_argument("--stages", required=True, help="stage counts (CSV)")
+    p.add_argument(
+        "--k", type=float, default=0.05, help="retrieval depth (fraction) of the scatter plot"
+    )
+    p.add_argument(
+        "--alpha", type=float, default=0.05, help="false discovery rate marked in the plots"
+    )
+    p.add_argument(
+        "--thresholds",
+        type=float,
+        nargs="+",
+        default=[0.3, 0.5],
+        help="triviality thresholds drawn in the plots",
+    )
+    p.add_argument("--top", type=int, default=8, help="hypotheses drawn in the lift@k curves")
+    p.add_argument("--out-scatter", required=True, help="lift against triviality plot (SVG)")
+    p.add_argument("--out-curves", required=True, help="lift@k curves plot (SVG)")
+    p.add_argument("--out-stages", required=True, help="stage counts plot (SVG)")
 
 
 ACTIONS = {

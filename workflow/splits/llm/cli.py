@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,13 @@ log = logging.getLogger(__name__)
 REQUEST_KEYS = {"id", "prompt", "messages", "temperature", "max_tokens", "seed", "stop", "payload"}
 
 
+def default_cache() -> Path:
+    """The response cache of hand-run batches: the user's cache folder (XDG), so that running
+    `splits llm` in any folder leaves no file behind there."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "splits" / "llm_cache.sqlite"
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", default="config/config.yaml", help="config file holding the models registry"
@@ -31,11 +39,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, help="JSONL file of requests ('-' for stdin)")
     parser.add_argument("--output", default="-", help="JSONL file of completions ('-' for stdout)")
     parser.add_argument(
-        "--cache", default="results/llm_cache.sqlite", help="response cache (SQLite)"
+        "--cache",
+        default=str(default_cache()),
+        help="response cache (SQLite); by default in the user's cache folder "
+        "($XDG_CACHE_HOME/splits, else ~/.cache/splits), never in the working directory: "
+        "%(default)s",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    parser.add_argument("--temperature", type=float, default=0.0, help="default temperature")
-    parser.add_argument("--max-tokens", type=int, default=256, help="default max_tokens")
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="temperature of requests that set none"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=256, help="max_tokens of requests that set none"
+    )
     parser.add_argument(
         "--seed", type=int, default=None, help="default seed (default: config seed)"
     )

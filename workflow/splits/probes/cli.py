@@ -45,8 +45,12 @@ def _model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cache", default="results/llm_cache.sqlite", help="response cache ('' for none)"
     )
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=16, help="most tokens generated per answer"
+    )
     parser.add_argument(
         "--max-chars", type=int, default=2000, help="texts are cut to this many characters"
     )
@@ -66,9 +70,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="probe", required=True, metavar="PROBE")
 
     stress = sub.add_parser("stress", help="yes/no stress question varied over the writer's group")
-    stress.add_argument("--source", choices=["topics", "dreaddit"], required=True)
+    stress.add_argument(
+        "--source",
+        choices=["topics", "dreaddit"],
+        required=True,
+        help="topics: the run's topic posts; dreaddit: the Dreaddit data set",
+    )
     stress.add_argument("--input", required=True, help="topic_posts.parquet or the Dreaddit folder")
-    stress.add_argument("--dreaddit-split", choices=["train", "test", "all"], default="test")
+    stress.add_argument(
+        "--dreaddit-split",
+        choices=["train", "test", "all"],
+        default="test",
+        help="Dreaddit split to use",
+    )
     stress.add_argument("--prompt", required=True, help="template with {group} and {text}")
     stress.add_argument(
         "--answer-rule",
@@ -87,16 +101,25 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     stress.add_argument(
         "--attempts", type=int, default=1, help="attempts per prompt (temperature > 0)"
     )
-    stress.add_argument("--max-items", type=int, default=None)
-    stress.add_argument("--seed", type=int, default=0)
-    stress.add_argument("--outdir", required=True)
+    stress.add_argument(
+        "--max-items", type=int, default=None, help="most items scored (default: all)"
+    )
+    stress.add_argument(
+        "--seed", type=int, default=0, help="seed of item sampling and of the tests"
+    )
+    stress.add_argument("--outdir", required=True, help="folder of the probe's tables")
     _model_args(stress)
     _group_args(stress)
 
     empathy = sub.add_parser(
         "empathy", help="perceiver x experiencer intensity ratings, empathy gap"
     )
-    empathy.add_argument("--source", choices=["topics", "envent"], required=True)
+    empathy.add_argument(
+        "--source",
+        choices=["topics", "envent"],
+        required=True,
+        help="topics: the run's topic posts; envent: the EnVent data set",
+    )
     empathy.add_argument(
         "--input", required=True, help="topic_posts.parquet or the crowd-enVent folder"
     )
@@ -130,14 +153,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     empathy.add_argument(
         "--emotion", default="enthusiasm", help="emotion asked about for Splits posts"
     )
-    empathy.add_argument("--permutations", type=int, default=10000)
-    empathy.add_argument("--flips", type=int, default=10000)
+    empathy.add_argument(
+        "--permutations", type=int, default=10000, help="permutations of the agreement test"
+    )
+    empathy.add_argument(
+        "--flips", type=int, default=10000, help="sign flips of the item-level test"
+    )
     empathy.add_argument(
         "--alpha", type=float, default=0.05, help="significance level (test choice, cell mask)"
     )
-    empathy.add_argument("--max-items", type=int, default=None)
-    empathy.add_argument("--seed", type=int, default=0)
-    empathy.add_argument("--outdir", required=True)
+    empathy.add_argument(
+        "--max-items", type=int, default=None, help="most items scored (default: all)"
+    )
+    empathy.add_argument(
+        "--seed", type=int, default=0, help="seed of item sampling and of the tests"
+    )
+    empathy.add_argument("--outdir", required=True, help="folder of the probe's tables")
     _model_args(empathy)
     _group_args(empathy)
 
@@ -177,9 +208,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="with --judgments: an unreadable CM answer is the rating 'undetected' (category) "
         "or a missing rating (missing)",
     )
-    grasp.add_argument("--item-col", default="item")
-    grasp.add_argument("--rater-col", default="rater")
-    grasp.add_argument("--rating-col", default="rating")
+    grasp.add_argument("--item-col", default="item", help="column holding the item id")
+    grasp.add_argument("--rater-col", default="rater", help="column holding the rater id")
+    grasp.add_argument("--rating-col", default="rating", help="column holding the rating")
     grasp.add_argument(
         "--attribute-cols",
         nargs="*",
@@ -199,11 +230,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Likert ratings: a numeric rating r becomes '>=T' or '<T' (D3: 2)",
     )
-    grasp.add_argument("--min-raters", type=int, default=5)
+    grasp.add_argument(
+        "--min-raters", type=int, default=5, help="least raters an item needs to be kept"
+    )
     grasp.add_argument(
         "--max-order", type=int, default=2, help="largest intersection of attributes"
     )
-    grasp.add_argument("--permutations", type=int, default=1000)
+    grasp.add_argument(
+        "--permutations", type=int, default=1000, help="permutations of the agreement test"
+    )
     grasp.add_argument(
         "--smoothing",
         type=float,
@@ -214,8 +249,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     grasp.add_argument(
         "--fdr", type=float, default=0.05, help="q-value below which a DSI is significant"
     )
-    grasp.add_argument("--seed", type=int, default=0)
-    grasp.add_argument("--outdir", required=True)
+    grasp.add_argument("--seed", type=int, default=0, help="seed of the permutations")
+    grasp.add_argument("--outdir", required=True, help="folder of the probe's tables")
 
     variants = sub.add_parser(
         "empathy-variants", help="the empathy probe's prompt variants side by side"
@@ -242,14 +277,37 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="judge template with {source}, {target}, {original}, {rewrite}",
     )
-    personal.add_argument("--judge-max-tokens", type=int, default=16)
-    personal.add_argument("--min-similarity", type=float, default=0.5)
-    personal.add_argument("--tau", type=float, default=0.8)
-    personal.add_argument("--flips", type=int, default=1000)
-    personal.add_argument("--task-max-tokens", type=int, default=128)
-    personal.add_argument("--max-items", type=int, default=None)
-    personal.add_argument("--seed", type=int, default=0)
-    personal.add_argument("--outdir", required=True)
+    personal.add_argument(
+        "--judge-max-tokens",
+        type=int,
+        default=16,
+        help="most tokens the judge generates per answer",
+    )
+    personal.add_argument(
+        "--min-similarity",
+        type=float,
+        default=0.5,
+        help="least content-word overlap (Jaccard) of a kept rewrite",
+    )
+    personal.add_argument(
+        "--tau",
+        type=float,
+        default=0.8,
+        help="similarity threshold of the sign test (similarity tasks)",
+    )
+    personal.add_argument(
+        "--flips", type=int, default=1000, help="sign flips of the paired test (interval tasks)"
+    )
+    personal.add_argument(
+        "--task-max-tokens", type=int, default=128, help="most tokens a task answer may have"
+    )
+    personal.add_argument(
+        "--max-items", type=int, default=None, help="most items scored (default: all)"
+    )
+    personal.add_argument(
+        "--seed", type=int, default=0, help="seed of item sampling and of the tests"
+    )
+    personal.add_argument("--outdir", required=True, help="folder of the probe's tables")
     _model_args(personal)
     _group_args(personal)
 
@@ -291,7 +349,25 @@ def _plain(value):
     return value
 
 
-def _bar_plot(labels: list[str], values: list[float], path: Path, title: str, ylabel: str) -> None:
+def significance_mark(q: float | None, fdr: float) -> str:
+    """Stars over a bar: * q < fdr, ** q < fdr / 5, *** q < fdr / 50 (Benjamini-Hochberg q)."""
+    if q is None or not np.isfinite(q) or q >= fdr:
+        return ""
+    return "***" if q < fdr / 50 else "**" if q < fdr / 5 else "*"
+
+
+def _bar_plot(
+    labels: list[str],
+    values: list[float],
+    path: Path,
+    title: str,
+    ylabel: str,
+    xlabel: str,
+    marks: list[str] | None = None,
+    reference: float | None = None,
+) -> None:
+    """Bars with both axes named; ``marks`` (e.g. significance stars) over the bars and a dashed
+    ``reference`` line (e.g. GAI = 1, no association) where given."""
     if not labels:
         message_figure(path, title, "no rows to plot (no group was analysed)")
         return
@@ -300,14 +376,30 @@ def _bar_plot(labels: list[str], values: list[float], path: Path, title: str, yl
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 2), 3.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) + 2.5), 4.5))
     heights = [0.0 if v is None or not np.isfinite(v) else v for v in values]
-    ax.bar(range(len(labels)), heights, color="#4c72b0")
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+    bars = ax.bar(range(len(labels)), heights, color="#4c72b0")
+    if reference is not None:
+        ax.axhline(reference, color="#555", linestyle="--", linewidth=1)
+    if marks:
+        for bar, mark in zip(bars, marks, strict=True):
+            if mark:
+                top = bar.get_height()
+                ax.annotate(
+                    mark,
+                    (bar.get_x() + bar.get_width() / 2, top),
+                    xytext=(0, 2 if top >= 0 else -12),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=11,
+                )
+        ax.margins(y=0.12)
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(textwrap.fill(title, 70), fontsize=9)
+    ax.set_title(textwrap.fill(title, 80), fontsize=10)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -393,6 +485,7 @@ def run_stress(args) -> int:
         f"stress rate by prompted group ({args.source}, {args.model}); "
         f"max diff {summary.get('max_diff_stress_rate', float('nan')):.3f}",
         "share of 'yes'",
+        "group named in the prompt",
     )
     log.info("stress probe: undetected_rate_attempts=%.3f", summary["undetected_rate_attempts"])
     return 0
@@ -616,8 +709,13 @@ def run_grasp(args) -> int:
         result.groups["group"].to_list(),
         result.groups["gai"].to_list(),
         out / "gai.png",
-        f"group association index (alpha over all raters {summary['alpha_all']:.3f})",
+        f"group association index (alpha over all raters {summary['alpha_all']:.3f}); "
+        f"* q < {args.fdr:g}, ** q < {args.fdr / 5:g}, *** q < {args.fdr / 50:g} (permutation test, "
+        "Benjamini-Hochberg); dashed: GAI = 1, no association",
         "GAI = IRR / XRR",
+        "rater group (attribute=value)",
+        marks=[significance_mark(q, args.fdr) for q in result.groups["q_gai"].to_list()],
+        reference=1.0,
     )
     null_histograms(
         result,
