@@ -15,7 +15,7 @@ rule groupness:
     log:
         "logs/groupness/{demographic}.log",
     benchmark:
-        "results/benchmarks/groupness/{demographic}.tsv"
+        f"{RESULTS}/benchmarks/groupness/{{demographic}}.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: config["demographics"]["threads"]
@@ -53,7 +53,7 @@ rule selfid:
     log:
         "logs/selfid/{demographic}.log",
     benchmark:
-        "results/benchmarks/selfid/{demographic}.tsv"
+        f"{RESULTS}/benchmarks/selfid/{{demographic}}.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: config["demographics"]["threads"]
@@ -94,7 +94,7 @@ rule selfid_summary:
     log:
         "logs/selfid_summary/selfid_summary.log",
     benchmark:
-        "results/benchmarks/selfid_summary/selfid_summary.tsv"
+        f"{RESULTS}/benchmarks/selfid_summary/selfid_summary.tsv"
     conda:
         "../../envs/demographics.yaml"
     threads: 1

@@ -22,7 +22,7 @@ rule evaluation_sweep_dataset:
     log:
         "logs/evaluation_sweep_dataset/k-{k}.log",
     benchmark:
-        "results/benchmarks/evaluation_sweep_dataset/k-{k}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_sweep_dataset/k-{{k}}.tsv"
     wildcard_constraints:
         k=r"\d+",
     conda:
@@ -46,7 +46,7 @@ rule evaluation_subsample:
     log:
         "logs/evaluation_subsample/rows-{rows}.log",
     benchmark:
-        "results/benchmarks/evaluation_subsample/rows-{rows}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_subsample/rows-{{rows}}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
     conda:
@@ -72,7 +72,7 @@ checkpoint evaluation_tm_batch:
     log:
         "logs/evaluation_tm_batch/{tm}.log",
     benchmark:
-        "results/benchmarks/evaluation_tm_batch/{tm}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_tm_batch/{{tm}}.tsv"
     wildcard_constraints:
         tm=PATH_NAME,
     conda:
@@ -111,7 +111,7 @@ rule evaluation_theorize:
     log:
         "logs/evaluation_theorize/rows-{rows}/{tm}/k-{k}.log",
     benchmark:
-        "results/benchmarks/evaluation_theorize/rows-{rows}/{tm}/k-{k}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_theorize/rows-{{rows}}/{{tm}}/k-{{k}}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
         tm=PATH_NAME,
@@ -147,7 +147,7 @@ checkpoint evaluation_cm_batch:
     log:
         "logs/evaluation_cm_batch/{cm}.log",
     benchmark:
-        "results/benchmarks/evaluation_cm_batch/{cm}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_cm_batch/{{cm}}.tsv"
     wildcard_constraints:
         cm=PATH_NAME,
     conda:
@@ -184,7 +184,7 @@ rule evaluation_classify:
     log:
         "logs/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.log",
     benchmark:
-        "results/benchmarks/evaluation_classify/rows-{rows}/{tm}/k-{k}/{cm}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_classify/rows-{{rows}}/{{tm}}/k-{{k}}/{{cm}}.tsv"
     wildcard_constraints:
         rows=EVALUATION_ROWS,
         tm=PATH_NAME,
@@ -225,7 +225,7 @@ rule evaluation_metrics:
     log:
         "logs/evaluation_metrics/{experiment}.log",
     benchmark:
-        "results/benchmarks/evaluation_metrics/{experiment}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_metrics/{{experiment}}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -259,7 +259,7 @@ rule evaluation_group_splits:
     log:
         "logs/evaluation_group_splits/{experiment}.log",
     benchmark:
-        "results/benchmarks/evaluation_group_splits/{experiment}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_group_splits/{{experiment}}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -315,7 +315,7 @@ rule evaluation_report:
     log:
         "logs/evaluation_report/{experiment}.log",
     benchmark:
-        "results/benchmarks/evaluation_report/{experiment}.tsv"
+        f"{RESULTS}/benchmarks/evaluation_report/{{experiment}}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -338,7 +338,7 @@ rule evaluation_throughput:
     log:
         "logs/evaluation_throughput.log",
     benchmark:
-        "results/benchmarks/evaluation_throughput.tsv"
+        f"{RESULTS}/benchmarks/evaluation_throughput.tsv"
     conda:
         "../../envs/evaluation.yaml"
     threads: 1

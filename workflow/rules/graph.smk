@@ -11,7 +11,7 @@ rule graph:
     log:
         "logs/graph/graph.log",
     benchmark:
-        "results/benchmarks/graph/graph.tsv"
+        f"{RESULTS}/benchmarks/graph/graph.tsv"
     conda:
         "../../envs/graph.yaml"
     threads: config["graph"]["threads"]

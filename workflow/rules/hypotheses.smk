@@ -22,7 +22,7 @@ rule hypotheses_sample:
     log:
         "logs/hypotheses_sample/sample.log",
     benchmark:
-        "results/benchmarks/hypotheses_sample/sample.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_sample/sample.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -48,7 +48,7 @@ rule hypotheses_file:
     log:
         "logs/hypotheses_file/{name}.log",
     benchmark:
-        "results/benchmarks/hypotheses_file/{name}.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_file/{{name}}.tsv"
     wildcard_constraints:
         name=r"[A-Za-z0-9_.\-]+",
     conda:
@@ -76,7 +76,7 @@ rule hypotheses_theories:
     log:
         "logs/hypotheses_theories/{experiment}/{tm}/k-{k}.log",
     benchmark:
-        "results/benchmarks/hypotheses_theories/{experiment}/{tm}/k-{k}.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_theories/{{experiment}}/{{tm}}/k-{{k}}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
         tm=PATH_NAME,
@@ -107,7 +107,7 @@ rule hypotheses_generate:
     log:
         "logs/hypotheses_generate/{model}.log",
     benchmark:
-        "results/benchmarks/hypotheses_generate/{model}.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_generate/{{model}}.tsv"
     wildcard_constraints:
         model=PATH_NAME,
     conda:
@@ -146,7 +146,7 @@ rule hypotheses_lift:
     log:
         "logs/hypotheses_lift/{hypothesis_set}.log",
     benchmark:
-        "results/benchmarks/hypotheses_lift/{hypothesis_set}.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_lift/{{hypothesis_set}}.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -170,7 +170,7 @@ rule hypotheses_triviality:
     log:
         "logs/hypotheses_triviality/{hypothesis_set}.log",
     benchmark:
-        "results/benchmarks/hypotheses_triviality/{hypothesis_set}.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_triviality/{{hypothesis_set}}.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -199,7 +199,7 @@ rule hypotheses_table:
     log:
         "logs/hypotheses_table/table.log",
     benchmark:
-        "results/benchmarks/hypotheses_table/table.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_table/table.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1
@@ -235,7 +235,7 @@ rule hypotheses_report:
     log:
         "logs/hypotheses_report/report.log",
     benchmark:
-        "results/benchmarks/hypotheses_report/report.tsv"
+        f"{RESULTS}/benchmarks/hypotheses_report/report.tsv"
     conda:
         "../../envs/hypotheses.yaml"
     threads: 1

@@ -16,7 +16,7 @@ rule synth:
     log:
         "logs/synth/synth.log",
     benchmark:
-        "results/benchmarks/synth/synth.tsv"
+        f"{RESULTS}/benchmarks/synth/synth.tsv"
     conda:
         "../../envs/ingest.yaml"
     threads: 1
@@ -49,7 +49,7 @@ rule ingest:
     log:
         "logs/ingest/{shard}.log",
     benchmark:
-        "results/benchmarks/ingest/{shard}.tsv"
+        f"{RESULTS}/benchmarks/ingest/{{shard}}.tsv"
     conda:
         "../../envs/ingest.yaml"
     threads: 1
@@ -71,7 +71,7 @@ rule merge_posts:
     log:
         "logs/merge_posts/merge_posts.log",
     benchmark:
-        "results/benchmarks/merge_posts/merge_posts.tsv"
+        f"{RESULTS}/benchmarks/merge_posts/merge_posts.tsv"
     conda:
         "../../envs/ingest.yaml"
     threads: 1

@@ -26,7 +26,7 @@ rule probe_stress:
     log:
         "logs/probe_stress/{source}.log",
     benchmark:
-        "results/benchmarks/probe_stress/{source}.tsv"
+        f"{RESULTS}/benchmarks/probe_stress/{{source}}.tsv"
     wildcard_constraints:
         source="topics|dreaddit",
     conda:
@@ -79,7 +79,7 @@ rule probe_empathy:
     log:
         "logs/probe_empathy/{source}/{group_set}/{variant}.log",
     benchmark:
-        "results/benchmarks/probe_empathy/{source}/{group_set}/{variant}.tsv"
+        f"{RESULTS}/benchmarks/probe_empathy/{{source}}/{{group_set}}/{{variant}}.tsv"
     wildcard_constraints:
         source="topics|envent",
         group_set=r"[A-Za-z0-9_\-]+",
@@ -167,7 +167,7 @@ rule probe_grasp:
     log:
         "logs/probe_grasp/{name}.log",
     benchmark:
-        "results/benchmarks/probe_grasp/{name}.tsv"
+        f"{RESULTS}/benchmarks/probe_grasp/{{name}}.tsv"
     conda:
         "../../envs/probes.yaml"
     threads: 1
@@ -219,7 +219,7 @@ rule probe_grasp_judges:
     log:
         "logs/probe_grasp_judges/{experiment}.log",
     benchmark:
-        "results/benchmarks/probe_grasp_judges/{experiment}.tsv"
+        f"{RESULTS}/benchmarks/probe_grasp_judges/{{experiment}}.tsv"
     wildcard_constraints:
         experiment=PATH_NAME,
     conda:
@@ -254,7 +254,7 @@ rule probe_personalization:
     log:
         "logs/probe_personalization/{source}.log",
     benchmark:
-        "results/benchmarks/probe_personalization/{source}.tsv"
+        f"{RESULTS}/benchmarks/probe_personalization/{{source}}.tsv"
     wildcard_constraints:
         source="topics",
     conda:

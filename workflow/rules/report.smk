@@ -3,6 +3,7 @@
 # `splits report-tables` renders them from the outputs themselves; rule all asks for the pages of
 # the tables its targets' jobs write (splits.report_tables.report_pages).
 
+
 rule report_ingest:
     input:
         report=f"{RESULTS}/posts/ingest_report.json",
@@ -15,7 +16,7 @@ rule report_ingest:
     log:
         "logs/report_ingest/ingest.log",
     benchmark:
-        "results/benchmarks/report_ingest/ingest.tsv"
+        f"{RESULTS}/benchmarks/report_ingest/ingest.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -37,7 +38,7 @@ rule report_graph:
     log:
         "logs/report_graph/graph.log",
     benchmark:
-        "results/benchmarks/report_graph/graph.tsv"
+        f"{RESULTS}/benchmarks/report_graph/graph.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -65,7 +66,7 @@ rule report_demographics:
     log:
         "logs/report_demographics/demographics.log",
     benchmark:
-        "results/benchmarks/report_demographics/demographics.tsv"
+        f"{RESULTS}/benchmarks/report_demographics/demographics.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -87,7 +88,7 @@ rule report_topics:
     log:
         "logs/report_topics/topics.log",
     benchmark:
-        "results/benchmarks/report_topics/topics.tsv"
+        f"{RESULTS}/benchmarks/report_topics/topics.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -109,7 +110,7 @@ rule report_sampling:
     log:
         "logs/report_sampling/sampling.log",
     benchmark:
-        "results/benchmarks/report_sampling/sampling.tsv"
+        f"{RESULTS}/benchmarks/report_sampling/sampling.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -143,7 +144,7 @@ rule report_export:
     log:
         "logs/report_export/export.log",
     benchmark:
-        "results/benchmarks/report_export/export.tsv"
+        f"{RESULTS}/benchmarks/report_export/export.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -180,7 +181,7 @@ rule report_evaluation_metrics:
     log:
         "logs/report_evaluation_metrics/{experiment}.log",
     benchmark:
-        "results/benchmarks/report_evaluation_metrics/{experiment}.tsv"
+        f"{RESULTS}/benchmarks/report_evaluation_metrics/{{experiment}}.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -217,7 +218,7 @@ rule report_evaluation_groups:
     log:
         "logs/report_evaluation_groups/{experiment}.log",
     benchmark:
-        "results/benchmarks/report_evaluation_groups/{experiment}.tsv"
+        f"{RESULTS}/benchmarks/report_evaluation_groups/{{experiment}}.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -240,7 +241,7 @@ rule report_evaluation_throughput:
     log:
         "logs/report_evaluation_throughput/evaluation_throughput.log",
     benchmark:
-        "results/benchmarks/report_evaluation_throughput/evaluation_throughput.tsv"
+        f"{RESULTS}/benchmarks/report_evaluation_throughput/evaluation_throughput.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -268,7 +269,7 @@ rule report_hypotheses:
     log:
         "logs/report_hypotheses/hypotheses.log",
     benchmark:
-        "results/benchmarks/report_hypotheses/hypotheses.tsv"
+        f"{RESULTS}/benchmarks/report_hypotheses/hypotheses.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -291,7 +292,7 @@ rule report_probe_empathy_variants:
     log:
         "logs/report_probe_empathy_variants/{source}/{group_set}.log",
     benchmark:
-        "results/benchmarks/report_probe_empathy_variants/{source}/{group_set}.tsv"
+        f"{RESULTS}/benchmarks/report_probe_empathy_variants/{{source}}/{{group_set}}.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1
@@ -314,7 +315,7 @@ rule report_probe_personalization:
     log:
         "logs/report_probe_personalization/{source}.log",
     benchmark:
-        "results/benchmarks/report_probe_personalization/{source}.tsv"
+        f"{RESULTS}/benchmarks/report_probe_personalization/{{source}}.tsv"
     conda:
         "../../envs/report.yaml"
     threads: 1

@@ -10,7 +10,7 @@ rule sample_quadruplets:
     log:
         "logs/sample_quadruplets/sample_quadruplets.log",
     benchmark:
-        "results/benchmarks/sample_quadruplets/sample_quadruplets.tsv"
+        f"{RESULTS}/benchmarks/sample_quadruplets/sample_quadruplets.tsv"
     conda:
         "../../envs/sampling.yaml"
     threads: 1
@@ -38,7 +38,7 @@ rule export_dataset:
     log:
         "logs/export_dataset/export_dataset.log",
     benchmark:
-        "results/benchmarks/export_dataset/export_dataset.tsv"
+        f"{RESULTS}/benchmarks/export_dataset/export_dataset.tsv"
     conda:
         "../../envs/sampling.yaml"
     threads: 1

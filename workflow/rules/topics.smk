@@ -18,7 +18,7 @@ checkpoint topic_shards:
     log:
         "logs/topic_shards/topic_shards.log",
     benchmark:
-        "results/benchmarks/topic_shards/topic_shards.tsv"
+        f"{RESULTS}/benchmarks/topic_shards/topic_shards.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -40,7 +40,7 @@ rule topic_shard_stats:
     log:
         "logs/topic_shard_stats/{shard}.log",
     benchmark:
-        "results/benchmarks/topic_shard_stats/{shard}.tsv"
+        f"{RESULTS}/benchmarks/topic_shard_stats/{{shard}}.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -62,7 +62,7 @@ rule topic_global_stats:
     log:
         "logs/topic_global_stats/topic_global_stats.log",
     benchmark:
-        "results/benchmarks/topic_global_stats/topic_global_stats.tsv"
+        f"{RESULTS}/benchmarks/topic_global_stats/topic_global_stats.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 2
@@ -82,7 +82,7 @@ rule topic_shard_score:
     log:
         "logs/topic_shard_score/{shard}.log",
     benchmark:
-        "results/benchmarks/topic_shard_score/{shard}.tsv"
+        f"{RESULTS}/benchmarks/topic_shard_score/{{shard}}.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -106,7 +106,7 @@ rule topic_splits:
     log:
         "logs/topic_splits/topic_splits.log",
     benchmark:
-        "results/benchmarks/topic_splits/topic_splits.tsv"
+        f"{RESULTS}/benchmarks/topic_splits/topic_splits.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 2
@@ -131,7 +131,7 @@ rule generate_topics:
     log:
         "logs/generate_topics/generate_topics.log",
     benchmark:
-        "results/benchmarks/generate_topics/generate_topics.tsv"
+        f"{RESULTS}/benchmarks/generate_topics/generate_topics.tsv"
     conda:
         "../../envs/llm.yaml"
     threads: 1
