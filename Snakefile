@@ -25,6 +25,18 @@ include: "workflow/rules/probes.smk"
 include: "workflow/rules/hypotheses.smk"
 
 
+# served mode (llm.serve): jobs inherit its settings; the model servers stop when the run ends
+llm_serve_export()
+
+
+onsuccess:
+    llm_serve_stop()
+
+
+onerror:
+    llm_serve_stop()
+
+
 rule all:
     default_target: True
     input:

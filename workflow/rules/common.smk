@@ -1012,3 +1012,24 @@ def shlex_quote(value):
     import shlex
 
     return shlex.quote(value)
+
+
+# --- llm served mode -------------------------------------------------------------------------
+
+LLM_SERVERS_DIR = f"{RESULTS}/llm/servers"
+
+
+def llm_serve_export():
+    """Served mode (llm.serve): put its settings in the environment every job inherits (not a
+    param: switching modes re-runs nothing; the response cache is the same either way).
+    """
+    from splits.llm.serve import export_settings
+
+    export_settings(config, LLM_SERVERS_DIR)
+
+
+def llm_serve_stop():
+    """Stop the run's model servers (onsuccess/onerror; idle servers also stop by themselves)."""
+    from splits.llm.serve import stop_servers
+
+    stop_servers(LLM_SERVERS_DIR)
