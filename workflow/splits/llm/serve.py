@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
@@ -61,6 +62,9 @@ SERVED_BACKENDS = ("vllm", "transformers")
 MAX_BATCH = 4096
 #: how long the server waits after a request for others to join its engine call
 GATHER_S = 0.05
+#: answers the server remembers (least recently used first out), so that a job that resends a
+#: request another job (or a killed run of itself) already got does not reach the engine again
+MEMO_ANSWERS = 65536
 
 
 @dataclass(frozen=True)
@@ -320,14 +324,16 @@ def _tail(path: Path, lines: int = 5) -> str:
 class EngineQueue:
     """Requests from concurrent HTTP handlers into batched engine calls: one worker takes what
     has arrived (waiting ``GATHER_S`` for more after the first), sends the distinct requests to
-    the backend in one ``stream`` call and resolves every waiting handler; a request identical
-    to one in flight waits for that one's answer instead of going to the engine again."""
+    the backend in one ``stream`` call and resolves every waiting handler. A request identical
+    to one in flight waits for that one's answer, one answered lately (``MEMO_ANSWERS``) gets
+    the same answer again: each distinct request reaches the engine once, as with one cache."""
 
     def __init__(self, backend: Backend):
         self.backend = backend
         self.lock = threading.Condition()
         self.pending: list[tuple[str, Request]] = []
         self.in_flight: dict[str, Future] = {}
+        self.answers: OrderedDict[str, Completion] = OrderedDict()
         self.requests = 0  # HTTP requests answered or waiting
         self.engine_calls = 0  # requests sent to the engine
         self.last_active = time.monotonic()
@@ -339,6 +345,11 @@ class EngineQueue:
         with self.lock:
             self.requests += 1
             self.last_active = time.monotonic()
+            if key in self.answers:
+                self.answers.move_to_end(key)
+                done: Future = Future()
+                done.set_result(self.answers[key])
+                return done
             future = self.in_flight.get(key)
             if future is None:
                 future = self.in_flight[key] = Future()
@@ -373,6 +384,10 @@ class EngineQueue:
             future = self.in_flight.pop(key, None)
             if completion is not None:
                 self.engine_calls += 1
+                if completion.finish_reason != "error":
+                    self.answers[key] = completion
+                    if len(self.answers) > MEMO_ANSWERS:
+                        self.answers.popitem(last=False)
             self.last_active = time.monotonic()
         if future is not None and not future.done():
             if error is not None:
