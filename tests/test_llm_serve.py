@@ -255,6 +255,7 @@ def test_serve_settings_from_the_config(tmp_path, monkeypatch):
         "startup_timeout_s": 3600,
         "concurrency": 64,
         "request_timeout_s": 3600,
+        "vllm_server": "engine",
     }
     monkeypatch.setenv(SERVE_ENV, "stale")
     assert export_settings(config, tmp_path) is None
@@ -267,6 +268,86 @@ def test_serve_settings_from_the_config(tmp_path, monkeypatch):
         validate_config({"llm": {"serve": {"idle_timeout_s": 0}}}, schema)
     with pytest.raises(ConfigError, match=r"^llm\.serve\.port: unknown key"):
         validate_config({"llm": {"serve": {"port": 8000}}}, schema)
+
+
+FAKE_VLLM = """#!{python}
+# a stand-in for the vllm executable: records its arguments, answers like a server
+import json, os, signal, sys, time
+from splits.llm.base import Backend, Completion
+from splits.llm.serve import ModelServer
+
+argv = sys.argv[1:]
+with open(os.environ["FAKE_VLLM_RECORD"], "w") as out:
+    json.dump({{"argv": argv, "pid": os.getpid()}}, out)
+
+
+class Echo(Backend):
+    name = "echo"
+
+    def identity(self):
+        return {{}}
+
+    def generate(self, requests):
+        texts = [r.prompt if r.prompt is not None else r.messages[-1]["content"] for r in requests]
+        marks = [" +payload" if r.payload is not None else "" for r in requests]
+        return [Completion(f"echo {{t}}{{m}}", "stop", 1, 1, 0.0) for t, m in zip(texts, marks)]
+
+
+host, port = argv[argv.index("--host") + 1], int(argv[argv.index("--port") + 1])
+ModelServer("fake", Echo(), 0.0, host, port).start()
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while True:
+    time.sleep(1)
+"""
+
+
+def test_vllm_model_served_by_vllm_serve_with_its_engine_arguments(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "vllm"
+    fake.write_text(FAKE_VLLM.format(python=sys.executable))
+    fake.chmod(0o755)
+    record = tmp_path / "vllm-args.json"
+    folder = tmp_path / "servers"
+    settings = ServeSettings(dir=str(folder), idle_timeout_s=60, vllm_server="vllm-serve")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
+    monkeypatch.setenv(SERVE_ENV, settings.as_json())
+    spec = {
+        "backend": "vllm",
+        "model": "org/model-7b",
+        "tensor_parallel_size": 2,
+        "max_model_len": 4096,
+        "enable_prefix_caching": False,
+    }
+    requests = [
+        Request(prompt="raw prompt", payload={"row": 1}),
+        Request(messages=({"role": "user", "content": "chat prompt"},)),
+    ]
+    try:
+        with load_model("big", {"big": spec}, cache_path=tmp_path / "c.sqlite") as model:
+            answers = model.generate(requests)
+            assert model.stats.engine_builds == 1
+        # vLLM's server never gets the payload (it is for the package's own server only)
+        assert [a.text for a in answers] == ["echo raw prompt", "echo chat prompt"]
+        endpoint = read_endpoint(folder, "big")
+        assert endpoint["server"] == "vllm"
+        recorded = json.loads(record.read_text())
+        argv = recorded["argv"]
+        port = str(endpoint["port"])
+        assert argv[:6] == ["serve", "org/model-7b", "--host", "127.0.0.1", "--port", port]
+        flags = argv[6:]
+        for flag, value in (
+            ("--served-model-name", "big"),
+            ("--tensor-parallel-size", "2"),
+            ("--max-model-len", "4096"),
+            ("--seed", "0"),
+        ):
+            assert flags[flags.index(flag) + 1] == value
+        assert "--no-enable-prefix-caching" in flags
+    finally:
+        stop_servers(folder)
+    assert not _alive(recorded["pid"], wait_s=30), "vllm serve outlived its server"
 
 
 # --------------------------------------------------------------------------- the workflow

@@ -35,7 +35,9 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -76,6 +78,7 @@ class ServeSettings:
     startup_timeout_s: float = 3600.0
     concurrency: int = 64
     request_timeout_s: float = 3600.0
+    vllm_server: str = "engine"
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -94,6 +97,7 @@ def settings_from_config(
         startup_timeout_s=float(serve.get("startup_timeout_s", 3600)),
         concurrency=int(serve.get("concurrency", 64)),
         request_timeout_s=float(serve.get("request_timeout_s", 3600)),
+        vllm_server=str(serve.get("vllm_server", "engine")),
     )
 
 
@@ -209,7 +213,8 @@ class ServedBackend(Backend):
         from splits.llm.openai_api import OpenAIBackend
 
         path, body = OpenAIBackend.request_body(self.client, request)
-        if request.payload is not None:  # for engines that read it (the benchmark's stand-in)
+        # for engines that read it (the benchmark's stand-in); vLLM's own server is not told
+        if request.payload is not None and self.endpoint.get("server") != "vllm":
             body["splits_payload"] = json.loads(json.dumps(request.payload, default=str))
         return path, body
 
@@ -282,6 +287,8 @@ def start_server(name: str, spec: Mapping[str, Any], settings: ServeSettings) ->
         settings.dir,
         "--idle-timeout-s",
         str(settings.idle_timeout_s),
+        "--vllm-server",
+        settings.vllm_server,
     ]
     with open(files["log"], "ab") as out:
         process = subprocess.Popen(
@@ -444,11 +451,15 @@ class ModelServer:
     """Model ``name``'s engine behind ``POST /v1/completions``, ``POST /v1/chat/completions``,
     ``GET /health`` and ``GET /stats`` (requests, engine calls, builds, load seconds)."""
 
-    def __init__(self, name: str, backend: Backend, load_s: float, host: str = "127.0.0.1"):
+    kind = "splits"
+
+    def __init__(
+        self, name: str, backend: Backend, load_s: float, host: str = "127.0.0.1", port: int = 0
+    ):
         self.name = name
         self.load_s = load_s
         self.queue = EngineQueue(backend)
-        self.http = ThreadingHTTPServer((host, 0), self._handler())
+        self.http = ThreadingHTTPServer((host, port), self._handler())
         self.http.daemon_threads = True
         self.http.request_queue_size = 1024
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
@@ -460,6 +471,14 @@ class ModelServer:
     @property
     def port(self) -> int:
         return int(self.http.server_address[1])
+
+    @property
+    def busy(self) -> bool:
+        return self.queue.busy
+
+    @property
+    def last_active(self) -> float:
+        return self.queue.last_active
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -529,15 +548,114 @@ class ModelServer:
         self.http.server_close()
 
 
+def vllm_serve_argv(name: str, spec: Mapping[str, Any], host: str, port: int) -> list[str]:
+    """``vllm serve`` with the engine arguments batch mode gives ``vllm.LLM`` (the same model,
+    revision, parallelism, context, dtype, memory share, prefix caching, seed), served under the
+    registry name."""
+    from splits.llm.vllm_backend import engine_kwargs
+
+    executable = shutil.which("vllm")
+    if executable is None:
+        raise ConfigError(
+            f"models.{name}: llm.serve.vllm_server is vllm-serve but no vllm executable is on "
+            "PATH (pip install 'splits[vllm]')"
+        )
+    kwargs = engine_kwargs(spec)
+    argv = [executable, "serve", str(kwargs.pop("model")), "--host", host, "--port", str(port)]
+    argv += ["--served-model-name", name]
+    kwargs.pop("disable_log_stats", None)  # the server logs its statistics by default
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            if key == "enable_prefix_caching":
+                argv.append("--no-enable-prefix-caching")
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _exit_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """The child gets SIGTERM when this server process dies, even by SIGKILL (Linux)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class VLLMServe:
+    """vLLM's own OpenAI-compatible server as a child process, ready once ``/health`` answers."""
+
+    kind = "vllm"
+    busy = False  # vLLM queues requests itself; active clients hold the lease
+    last_active = 0.0
+
+    def __init__(self, name: str, spec: Mapping[str, Any], host: str = "127.0.0.1"):
+        self.name = name
+        self.host = host
+        self.port = _free_port(host)
+        self.argv = vllm_serve_argv(name, spec, host, self.port)
+        self.process: subprocess.Popen | None = None
+
+    def start(self, stopping: threading.Event) -> VLLMServe:
+        import httpx
+
+        log.info("model %s: %s", self.name, " ".join(self.argv))
+        self.process = subprocess.Popen(self.argv, preexec_fn=_exit_with_parent)
+        url = f"http://{self.host}:{self.port}/health"
+        while not stopping.is_set():
+            if self.process.poll() is not None:
+                raise LLMError(
+                    f"model {self.name}: vllm serve exited with status {self.process.returncode}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=5).status_code == 200:
+                    break
+            stopping.wait(1.0)
+        return self
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "model": self.name,
+            "server": "vllm serve",
+            "pid": getattr(self.process, "pid", None),
+        }
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
 
 
-def run_server(name: str, spec: Mapping[str, Any], folder: str, idle_timeout_s: float) -> int:
+def run_server(
+    name: str,
+    spec: Mapping[str, Any],
+    folder: str,
+    idle_timeout_s: float,
+    vllm_server: str = "engine",
+) -> int:
     """Build model ``name``'s engine, serve it, publish the endpoint; return once no client has
-    held the lease for ``idle_timeout_s`` or on SIGTERM/SIGINT."""
+    held the lease for ``idle_timeout_s`` or on SIGTERM/SIGINT. ``vllm_server``: ``engine`` serves
+    a vLLM model's offline engine in this process; ``vllm-serve`` runs vLLM's own OpenAI server
+    (``vllm serve``) as a child with the spec's engine arguments."""
     from splits.llm.registry import build_backend, model_spec
 
     files = _paths(folder, name)
@@ -557,13 +675,31 @@ def run_server(name: str, spec: Mapping[str, Any], folder: str, idle_timeout_s: 
         signal.signal(sig, lambda *_: stopping.set())
     checked = model_spec(name, {name: dict(spec)})
     started = time.perf_counter()
-    backend = build_backend(name, checked)
+    backend = None
+    if checked["backend"] == "vllm" and vllm_server == "vllm-serve":
+        server = VLLMServe(name, checked).start(stopping)
+    else:
+        backend = build_backend(name, checked)
+        server = ModelServer(name, backend, time.perf_counter() - started).start()
     load_s = time.perf_counter() - started
-    server = ModelServer(name, backend, load_s).start()
-    endpoint = {"host": server.host, "port": server.port, "pid": os.getpid(), "load_s": load_s}
+    if stopping.is_set():
+        server.stop()
+        return 1
+    endpoint = {
+        "host": server.host,
+        "port": server.port,
+        "pid": os.getpid(),
+        "load_s": load_s,
+        "server": server.kind,
+    }
     _write_atomic(files["json"], json.dumps(endpoint))
     log.info(
-        "serving model %s at %s:%s (engine built in %.2f s)", name, server.host, server.port, load_s
+        "serving model %s at %s:%s (%s server, engine built in %.2f s)",
+        name,
+        server.host,
+        server.port,
+        server.kind,
+        load_s,
     )
     lease_fd = _open_lock(files["lease"])
     idle_since = time.monotonic()
@@ -575,8 +711,8 @@ def run_server(name: str, spec: Mapping[str, Any], folder: str, idle_timeout_s: 
             except BlockingIOError:
                 idle_since = time.monotonic()  # some client holds the lease
                 continue
-            idle_since = max(idle_since, server.queue.last_active)
-            if not server.queue.busy and time.monotonic() - idle_since >= idle_timeout_s:
+            idle_since = max(idle_since, server.last_active)
+            if not server.busy and time.monotonic() - idle_since >= idle_timeout_s:
                 log.info("model %s: no client for %.0f s, stopping", name, idle_timeout_s)
                 break  # keep the lease exclusive until the endpoint is gone
             fcntl.flock(lease_fd, fcntl.LOCK_UN)
@@ -585,7 +721,8 @@ def run_server(name: str, spec: Mapping[str, Any], folder: str, idle_timeout_s: 
             if (read_endpoint(folder, name) or {}).get("pid") == os.getpid():
                 files["json"].unlink()
         server.stop()
-        backend.close()
+        if backend is not None:
+            backend.close()
         log.info("model %s: server stopped; %s", name, server.stats())
     return 0
 
@@ -628,6 +765,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--idle-timeout-s", type=float, default=300.0, help="exit after this long without clients"
     )
+    serve.add_argument(
+        "--vllm-server",
+        choices=("engine", "vllm-serve"),
+        default="engine",
+        help="a vllm model: its offline engine in this process, or vLLM's own server",
+    )
     stop = sub.add_parser("stop", help="stop the servers of a servers folder")
     stop.add_argument("--dir", required=True, help="servers folder")
     stop.add_argument("--model", action="append", help="only this model (repeatable)")
@@ -646,4 +789,4 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--model-spec: served mode serves backends {', '.join(SERVED_BACKENDS)} only"
         )
-    return run_server(args.model, spec, args.dir, args.idle_timeout_s)
+    return run_server(args.model, spec, args.dir, args.idle_timeout_s, args.vllm_server)
