@@ -30,6 +30,7 @@ include: "workflow/rules/hypotheses.smk"
 include: "workflow/rules/report.smk"
 
 
+from splits.llm.serve import export_settings, stop_servers
 from splits.report_tables import report_pages
 from splits.runlock import record_owner, release_stale_locks
 
@@ -39,6 +40,18 @@ release_stale_locks()
 
 onstart:
     record_owner()
+
+
+# served mode (llm.serve): jobs inherit its settings; the model servers stop when the run ends
+export_settings(config, LLM_SERVERS_DIR)
+
+
+onsuccess:
+    stop_servers(LLM_SERVERS_DIR)
+
+
+onerror:
+    stop_servers(LLM_SERVERS_DIR)
 
 
 rule all:

@@ -1,5 +1,6 @@
-"""Engine builds of a whole ``config/paper.yaml`` run, before and after lazy, per-model engines
-(issue 13).
+"""Engine builds of a whole ``config/paper.yaml`` run: eager engines (before issue 13), batch mode
+(lazy engines, one batch job per LLM and role) and served mode (``llm.serve``: one shared server
+per model).
 
 The paper's LLM work (its model registry, evaluation experiments, LLM self-ID verifier and
 probes) runs on the sample corpus (``config/config.yaml``'s data sections: the generated corpus,
@@ -10,13 +11,17 @@ recorded by model and command).
 
 For each tree, two runs in a fresh copy: a full run, then a re-run of every LLM job with every
 answer cached (``--forcerun`` of the LLM rules). "Before" is the tree at ``--before-ref`` (by
-default the last commit where every job built its engine when it started); "after" is this
-tree. Per run it prints the builds by command and the simulated load seconds (the stand-ins'
-own load times, summed); the last line is
+default the last commit where every job built its engine when it started); "batch" is this tree
+with the config as it is; "served" is this tree with ``llm.serve.enabled: true`` (the other
+``llm.serve`` keys at their defaults; the run stops its servers when it ends, so the cached
+re-run starts from none). Per run it prints the builds by command (``serve run``: a model's
+server) and the simulated load seconds (the stand-ins' own load times, summed); then one line
+per mode of this tree, served last:
 
+    batch mode: engine builds: <n> for <m> models; cached re-run: <r> builds; simulated load <s> s (was <s0> s)
     engine builds: <n> for <m> models; cached re-run: <r> builds; simulated load <s> s (was <s0> s)
 
-with n, r and s of this tree's two runs, m the distinct LLMs of the config and s0 the first run
+with n, r and s of that mode's two runs, m the distinct LLMs of the config and s0 the first run
 of the before tree.
 
     python bench/bench_llm_dag.py                      # both trees, load 1 s per build
@@ -134,10 +139,14 @@ def command_of(build: dict) -> str:
     return " ".join(words) or "?"
 
 
-def measure(label: str, ref: str | None, root: Path, load_s: float) -> list[dict]:
+def measure(
+    label: str, ref: str | None, root: Path, load_s: float, served: bool = False
+) -> list[dict]:
     """Full run and cached re-run of one tree; returns [first, rerun] summaries."""
     tree = checkout(ref, root / label)
     config = paper_on_sample(tree)
+    if served:
+        config["llm"] = {"serve": {"enabled": True}}
     (tree / "config" / "bench.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     builds_file = root / f"{label}-builds.jsonl"
     site = standin_engine.write_sitecustomize(root / f"{label}-site", builds_file, load_s)
@@ -193,12 +202,15 @@ def main() -> None:
             f"paper config on the sample corpus: {len(models)} LLMs {sorted(models)}; ks {json.dumps(ks)}"
         )
         before = None if args.skip_before else measure("before", args.before_ref, root, args.load_s)
-        after = measure("after", None, root, args.load_s)
+        batch = measure("batch", None, root, args.load_s)
+        served = measure("served", None, root, args.load_s, served=True)
         was = f"{before[0]['load_s']:.0f}" if before else "not measured"
-        print(
-            f"engine builds: {after[0]['builds']} for {len(models)} models; cached re-run: "
-            f"{after[1]['builds']} builds; simulated load {after[0]['load_s']:.0f} s (was {was} s)"
-        )
+        for prefix, runs in (("batch mode: ", batch), ("", served)):
+            print(
+                f"{prefix}engine builds: {runs[0]['builds']} for {len(models)} models; cached "
+                f"re-run: {runs[1]['builds']} builds; simulated load {runs[0]['load_s']:.0f} s "
+                f"(was {was} s)"
+            )
     finally:
         if args.keep:
             print(f"kept {root}", file=sys.stderr)

@@ -371,3 +371,7 @@ def hypotheses_encoder_gpus():
     if name not in config["models"] or backend(config, name) == "builtin":
         return 0
     return evaluation_gpus(name)
+
+
+# served mode (llm.serve): where the run's model servers keep their endpoints, logs and locks
+LLM_SERVERS_DIR = f"{RESULTS}/llm/servers"

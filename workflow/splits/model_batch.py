@@ -9,7 +9,9 @@ misses the cache) and commits every answer to the model's response cache; the pe
 read their answers from the cache (``--cache-only``) and write the theories and predictions.
 Python TMs (``backend: python``, :mod:`splits.custom_tm`) run the same way, their function
 standing for the engine. A model that is both a TM and a CM gets two batch jobs: CM prompts need the theories of every TM,
-including other models' TMs, so one job cannot serve both roles without a cycle in the DAG.
+including other models' TMs, so one job cannot serve both roles without a cycle in the DAG. In
+served mode (``llm.serve``, :mod:`splits.llm.serve`) both jobs, and the model's jobs in other
+stages, are clients of one server per model, so its engine is built once per run.
 
 Prompts go to the engine a block of evaluation rows at a time, with every plan item (TM x k for
 a CM; k for a TM) of those rows in the same ``generate`` call, sorted by prefix: the prompts of

@@ -269,8 +269,9 @@ class Model:
                     "spec declared, so cache keys would not match"
                 )
             self._backend = backend
-            self.stats.engine_builds += 1
-            self.stats.engine_load_s += elapsed
+            # a served model's client counts the build of the server it started (else none)
+            self.stats.engine_builds += getattr(backend, "engine_builds", 1)
+            self.stats.engine_load_s += getattr(backend, "engine_load_s", elapsed)
             level = logging.INFO if self._declared is not None else logging.DEBUG
             log.log(level, "model %s: backend built in %.2f s", self.name, elapsed)
         return self._backend
@@ -442,15 +443,20 @@ def load_model(
 ) -> Model:
     """Model ``name`` of ``registry`` (validated), behind the response cache at ``cache_path``
     (SQLite, created on first use; ``None``: no cache). Engines (vLLM, transformers) are built on
-    the first request that misses the cache; ``cache_only``: a miss is an error instead."""
+    the first request that misses the cache (in served mode, ``splits.llm.serve``, the model's
+    shared server is used, started if needed); ``cache_only``: a miss is an error instead."""
+    from splits.llm.serve import served_build
+
     spec = model_spec(name, registry)
     identity = declared_identity(name, spec)
+    # served mode (llm.serve): the engine lives in the model's server, the job is its client
+    build = served_build(name, spec, identity) or functools.partial(build_backend, name, spec)
     cache = ResponseCache(cache_path) if cache_path is not None else None
     try:
         return Model(
             name,
             spec,
-            functools.partial(build_backend, name, spec),
+            build,
             identity,
             cache,
             cache_only,
