@@ -71,6 +71,16 @@ def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.C
     return proc
 
 
+def error_lines(stderr: str) -> list[str]:
+    """The non-empty lines of a Snakemake run's stderr, without Snakemake's notice that it read
+    the default profile (profiles/default), which every run prints."""
+    return [
+        line
+        for line in stderr.splitlines()
+        if line.strip() and not line.endswith("for setting default command line arguments.")
+    ]
+
+
 class PipelineRuns:
     def __init__(self, base: Path):
         self.base = base

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import yaml
+from conftest import error_lines
 from splits.config import (
     ConfigError,
     load_config,
@@ -75,12 +76,7 @@ def test_snakemake_stops_with_one_line_naming_the_key(tmp_path, repo_root):
         timeout=120,
     )
     assert proc.returncode != 0
-    # Snakemake's own notice that it read profiles/default is not an error line
-    lines = [
-        line
-        for line in proc.stderr.splitlines()
-        if line.strip() and not line.endswith("for setting default command line arguments.")
-    ]
+    lines = error_lines(proc.stderr)
     assert lines == ["config error: graph.k: 'many' is not of type 'integer'"]
 
 
@@ -272,7 +268,7 @@ def test_snakemake_refuses_unknown_slot_before_running(tmp_path, repo_root):
         timeout=120,
     )
     assert proc.returncode != 0
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    lines = error_lines(proc.stderr)
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert lines[0].startswith(
         f"config error: evaluation.tm_prompt: {template}: unknown slot {{catgory}}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import _deep_update, copy_repo
+from conftest import _deep_update, copy_repo, error_lines
 
 REPO = Path(__file__).resolve().parents[1]
 CORNELL = REPO.parent / "shared" / "reference" / "realdata" / "convokit_cornell"
@@ -86,7 +86,7 @@ def test_stop_word_topic_stops_before_running(tmp_path):
     )  # fmt: skip
     proc = _snakemake(work)
     assert proc.returncode != 0
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    lines = error_lines(proc.stderr)
     assert len(lines) == 1 and "topic 'Nothing'" in lines[0] and "stop word" in lines[0]
     assert not (work / "results").exists()
     _no_traceback(work, proc)
