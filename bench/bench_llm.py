@@ -38,7 +38,13 @@ def bench_openai(n_requests: int, latency_s: float, levels: list[int]) -> None:
     base = None
     # the server runs in its own process, so it does not share the client's GIL
     server = subprocess.Popen(
-        [sys.executable, "-m", "splits.llm.fake_server", "--latency-ms", str(latency_s * 1000)],
+        [
+            sys.executable,
+            "-m",
+            "splits.testing.fake_openai_server",
+            "--latency-ms",
+            str(latency_s * 1000),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

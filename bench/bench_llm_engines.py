@@ -165,7 +165,7 @@ def main() -> None:
     if args.tiny == bool(args.model):
         sys.exit("give exactly one of --model or --tiny")
     if args.tiny:
-        from splits.llm.tiny import build_tiny_model
+        from splits.testing.tiny_models import build_tiny_model
 
         args.model = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="tiny.")) / "model"))
     prompts = cm_prompts(args)

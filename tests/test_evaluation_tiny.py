@@ -39,7 +39,7 @@ def _quadruplets(n=8, k=4):
 
 @pytest.fixture(scope="module")
 def tiny_spec(tmp_path_factory):
-    from splits.llm.tiny import build_tiny_model
+    from splits.testing.tiny_models import build_tiny_model
 
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
     return json.dumps(

@@ -13,7 +13,7 @@ from splits.cli import main
 from splits.config import ConfigError
 from splits.hypotheses.lexicon import Cleaner, Limits, read_records
 from splits.hypotheses.sources import oracle_records, parse_lexicon_reply
-from splits.llm.fake_server import FakeOpenAIServer
+from splits.testing.fake_openai_server import FakeOpenAIServer
 
 TOPICS = ["Basketball", "Soccer"]
 GROUPS = ["black", "catholic", "construction", "hindu_jain_sikh", "jewish", "teacher"]

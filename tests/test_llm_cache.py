@@ -12,7 +12,7 @@ import textwrap
 import time
 
 from splits.llm import Request, load_model
-from splits.llm.fake_server import FakeOpenAIServer
+from splits.testing.fake_openai_server import FakeOpenAIServer
 
 N_ITEMS = 40
 

@@ -10,8 +10,8 @@ import pytest
 from splits.cli import main as splits_main
 from splits.config import ConfigError
 from splits.llm import LLMError, Request, SamplingParams, load_model
-from splits.llm.fake_server import FakeOpenAIServer
 from splits.llm.openai_api import backoff_delay, parse_retry_after
+from splits.testing.fake_openai_server import FakeOpenAIServer
 
 SECRET = "sk-test-SECRET-7f3a9b"
 

@@ -38,7 +38,7 @@ from splits.llm.serve import (
     read_endpoint,
     stop_servers,
 )
-from splits.llm.tiny import build_tiny_model
+from splits.testing.tiny_models import build_tiny_model
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from splits.llm import Request, SamplingParams, load_model
-from splits.llm.tiny import build_tiny_model
+from splits.testing.tiny_models import build_tiny_model
 
 torch = pytest.importorskip("torch", reason="the transformers backend needs torch")
 transformers = pytest.importorskip(

@@ -133,7 +133,7 @@ def test_backend_builds_vllm_sampling_params_and_prompts():
 @pytest.mark.gpu
 @pytest.mark.skipif(not (HAS_VLLM and _has_cuda()), reason="needs vllm and a CUDA GPU")
 def test_vllm_generates_with_a_tiny_local_model(tmp_path, capsys):
-    from splits.llm.tiny import build_tiny_model
+    from splits.testing.tiny_models import build_tiny_model
 
     path = build_tiny_model(tmp_path / "tiny", hidden_size=128, num_attention_heads=2)
     registry = {

@@ -178,7 +178,7 @@ def _openai_overrides(server, **spec) -> dict:
 
 
 def test_dripping_server_fails_the_theory_job_within_its_timeout(tmp_path):
-    from splits.llm.fake_server import FakeOpenAIServer
+    from splits.testing.fake_openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer(default_action="drip", drip_s=0.2) as server:
         work = _workdir(tmp_path, _openai_overrides(server, timeout_s=1, max_retries=0))
@@ -191,7 +191,7 @@ def test_dripping_server_fails_the_theory_job_within_its_timeout(tmp_path):
 
 
 def test_key_echoed_by_the_server_is_in_no_output_or_log(tmp_path):
-    from splits.llm.fake_server import FakeOpenAIServer
+    from splits.testing.fake_openai_server import FakeOpenAIServer
 
     def echo(body):
         return f"Group A writes about {SECRET}; group B does not."

@@ -813,7 +813,7 @@ def test_probes_cli_end_to_end_with_scripted_model(tmp_path):
 
 def test_probes_cli_end_to_end_with_tiny_transformers_model(tmp_path):
     pytest.importorskip("transformers")
-    from splits.llm.tiny import build_tiny_model
+    from splits.testing.tiny_models import build_tiny_model
 
     model_dir = build_tiny_model(tmp_path / "tiny")
     spec = {"backend": "transformers", "model": str(model_dir), "device": "cpu"}

@@ -305,7 +305,7 @@ def test_llm_verifier_with_a_tiny_transformers_model(tmp_path, repo_root):
     """A real (random-weight) causal LM through the transformers backend: its answers are
     noise, so what is checked is the plumbing: one answer per match, undetected counted."""
     pytest.importorskip("transformers")
-    from splits.llm.tiny import build_tiny_model
+    from splits.testing.tiny_models import build_tiny_model
 
     path = build_tiny_model(tmp_path / "tiny")
     registry = {"tiny": {"backend": "transformers", "model": str(path), "device": "cpu"}}
