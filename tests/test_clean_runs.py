@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import copy_repo
+from helpers import splits_jobs_of
 
 # Snakemake's benchmark records and the LLM response cache (its latencies and times) hold
 # timings, as the logs do; they are working records, not outputs of the method
@@ -70,22 +71,6 @@ def test_run_leaves_checkout_clean_and_repeats_byte_for_byte(tmp_path, default_r
     assert_same_outputs(work, default_run)
 
 
-def _jobs_running(session: int) -> bool:
-    """Whether a `splits` job of the snakemake run in session ``session`` is running."""
-    for proc_dir in Path("/proc").iterdir():
-        if not proc_dir.name.isdigit() or int(proc_dir.name) == session:
-            continue
-        try:
-            if os.getsid(int(proc_dir.name)) != session:
-                continue
-            cmdline = (proc_dir / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ProcessLookupError):
-            continue
-        if any(part.endswith(b"splits") or part == b"splits.cli" for part in cmdline):
-            return True
-    return False
-
-
 def test_killed_run_is_finished_by_the_plain_command(tmp_path, default_run):
     work = copy_repo(tmp_path / "clone")
     proc = subprocess.Popen(
@@ -100,7 +85,7 @@ def test_killed_run_is_finished_by_the_plain_command(tmp_path, default_run):
     posts = work / "results" / "posts" / "posts.parquet"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
-        if posts.is_file() and _jobs_running(proc.pid):
+        if posts.is_file() and splits_jobs_of(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
             break
         time.sleep(0.05)

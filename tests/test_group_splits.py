@@ -11,12 +11,12 @@ with the largest gaps.
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import numpy as np
 import polars as pl
 import pytest
+from helpers import exact_sign_flip_p
 from scipy.stats import binomtest
 from splits.config import ConfigError, check_evaluation, load_config, sweep_calibration_size
 from splits.group_splits import group_splits_table, parse_ordered_groups
@@ -52,17 +52,6 @@ def _predictions(correct=CORRECT) -> pl.DataFrame:
                 }
             )
     return pl.DataFrame(records)
-
-
-def exact_sign_flip_p(differences) -> float:
-    """Share of all 2^n sign assignments whose |mean| reaches the observed one."""
-    d = np.asarray(differences, dtype=float)
-    observed = abs(d.mean())
-    hits = [
-        abs((np.array(signs) * d).mean()) >= observed - 1e-12
-        for signs in itertools.product((-1, 1), repeat=len(d))
-    ]
-    return float(np.mean(hits))
 
 
 def test_per_split_gaps_by_hand():

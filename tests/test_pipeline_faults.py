@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import _deep_update, copy_repo, error_lines
+from helpers import splits_jobs_of
 
 REPO = Path(__file__).resolve().parents[1]
 CORNELL = REPO.parent / "shared" / "reference" / "realdata" / "convokit_cornell"
@@ -217,23 +218,6 @@ def _temporaries(work: Path) -> list[Path]:
     return sorted(p for p in results.rglob(".*") if p.name.endswith((".tmp", ".work")))
 
 
-def _jobs_of(session: int) -> list[int]:
-    """Pids of the `splits` job processes of a snakemake run started in session ``session``."""
-    pids = []
-    for proc_dir in Path("/proc").iterdir():
-        if not proc_dir.name.isdigit() or int(proc_dir.name) == session:
-            continue
-        try:
-            if os.getsid(int(proc_dir.name)) != session:
-                continue
-            cmdline = (proc_dir / "cmdline").read_bytes().split(b"\0")
-        except (OSError, ProcessLookupError):
-            continue
-        if any(part.endswith(b"splits") or part == b"splits.cli" for part in cmdline):
-            pids.append(int(proc_dir.name))
-    return pids
-
-
 def test_killed_jobs_leave_no_temporaries_after_the_plain_command(tmp_path):
     """Kill the running job (SIGKILL, as the OOM killer or a node failure would) three times
     while it writes an output; the plain command then finishes and no temporary is left."""
@@ -250,7 +234,7 @@ def test_killed_jobs_leave_no_temporaries_after_the_plain_command(tmp_path):
         before = set(_temporaries(work))
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
-            jobs = _jobs_of(proc.pid)
+            jobs = splits_jobs_of(proc.pid)
             if jobs and set(_temporaries(work)) - before:
                 for pid in jobs:
                     os.kill(pid, signal.SIGKILL)

@@ -14,12 +14,12 @@ import shutil
 import struct
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
+from helpers import TableCells
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT_DIR = REPO / "workflow" / "report"
@@ -99,32 +99,8 @@ def _data(entry: dict) -> bytes:
     return base64.b64decode(payload)
 
 
-class _Cells(HTMLParser):
-    """The cells of an HTML page's tables, row by row (header rows included)."""
-
-    def __init__(self):
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-
-
 def _cells(page: bytes) -> list[list[str]]:
-    parser = _Cells()
+    parser = TableCells()
     parser.feed(page.decode("utf-8"))
     return parser.rows
 

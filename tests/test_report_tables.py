@@ -6,41 +6,17 @@ from __future__ import annotations
 import csv
 import json
 import math
-from html.parser import HTMLParser
 
 import polars as pl
 import pytest
+from helpers import TableCells
 from splits.cli import main
 from splits.config import ConfigError
 from splits.report_tables import MAX_ROWS, render, report_pages
 
 
-class Cells(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.tags: list[str] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self.rows[-1].append("".join(self._cell))
-            self._cell = None
-
-    def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def parse(page: str) -> Cells:
-    parser = Cells()
+def parse(page: str) -> TableCells:
+    parser = TableCells()
     parser.feed(page)
     return parser
 

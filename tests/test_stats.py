@@ -4,11 +4,11 @@ sign assignment for small n, and hand values."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 import pytest
+from helpers import exact_sign_flip_p
 from scipy import stats as scipy_stats
 from splits.stats import (
     benjamini_hochberg,
@@ -59,17 +59,6 @@ def test_bonferroni_matches_statsmodels_and_family_size():
 
 
 # --------------------------------------------------------------------------- sign flips
-
-
-def exact_sign_flip_p(differences) -> float:
-    """Share of all 2^n sign assignments whose |mean| reaches the observed one."""
-    d = np.asarray(differences, dtype=float)
-    observed = abs(d.mean())
-    hits = [
-        abs((np.array(signs) * d).mean()) >= observed - 1e-12
-        for signs in itertools.product((-1, 1), repeat=len(d))
-    ]
-    return float(np.mean(hits))
 
 
 @pytest.mark.parametrize(

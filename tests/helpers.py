@@ -1,0 +1,64 @@
+"""Oracles and probes shared by several test files (plain functions, no fixtures)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+
+
+def exact_sign_flip_p(differences) -> float:
+    """Share of all 2^n sign assignments whose |mean| reaches the observed one."""
+    d = np.asarray(differences, dtype=float)
+    observed = abs(d.mean())
+    hits = [
+        abs((np.array(signs) * d).mean()) >= observed - 1e-12
+        for signs in itertools.product((-1, 1), repeat=len(d))
+    ]
+    return float(np.mean(hits))
+
+
+class TableCells(HTMLParser):
+    """The cells of an HTML page's tables, row by row (header rows included), and every tag."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.tags: list[str] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def splits_jobs_of(session: int) -> list[int]:
+    """Pids of the `splits` job processes of a snakemake run started in session ``session``."""
+    pids = []
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit() or int(proc_dir.name) == session:
+            continue
+        try:
+            if os.getsid(int(proc_dir.name)) != session:
+                continue
+            cmdline = (proc_dir / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ProcessLookupError):
+            continue
+        if any(part.endswith(b"splits") or part == b"splits.cli" for part in cmdline):
+            pids.append(int(proc_dir.name))
+    return pids
