@@ -98,6 +98,15 @@ def paper_on_sample(repo: Path) -> dict:
         if isinstance(settings, dict) and isinstance(config["probes"].get(probe), dict):
             config["probes"][probe] = {**config["probes"][probe], **settings}
     config["probes"]["enabled"] = paper["probes"].get("enabled", True)
+    # the sample's hypotheses read an experiment this config replaced: read the paper's builtin
+    # TMs' theories instead, at the experiment's largest k left (the hypotheses' own LLM work is
+    # not part of this count)
+    if "hypotheses" in config:  # absent at the "before" ref
+        config["hypotheses"]["theories"] = [
+            {**entry, "k": max(experiments[entry["experiment"]]["ks"])}
+            for entry in paper["hypotheses"]["theories"]
+            if config["models"][entry["tm"]]["backend"] == "builtin"
+        ]
     return config
 
 
