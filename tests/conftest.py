@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import update_config
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "reference"
@@ -50,15 +51,6 @@ def copy_repo(dest: Path) -> Path:
     """A working copy of the repository (no results) to run Snakemake in."""
     shutil.copytree(REPO, dest, ignore=COPY_IGNORE, dirs_exist_ok=True)
     return dest
-
-
-def _deep_update(base: dict, overrides: dict) -> dict:
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_update(base[key], value)
-        else:
-            base[key] = value
-    return base
 
 
 def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -93,7 +85,8 @@ class PipelineRuns:
             if overrides:
                 cfg_path = workdir / "config" / "config.yaml"
                 config = yaml.safe_load(cfg_path.read_text())
-                cfg_path.write_text(yaml.safe_dump(_deep_update(config, overrides)))
+                update_config(config, overrides)
+                cfg_path.write_text(yaml.safe_dump(config))
             proc = run_snakemake(workdir, *targets)
             if proc.returncode != 0:
                 pytest.fail(

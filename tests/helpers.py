@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -62,3 +64,16 @@ def splits_jobs_of(session: int) -> list[int]:
         if any(part.endswith(b"splits") or part == b"splits.cli" for part in cmdline):
             pids.append(int(proc_dir.name))
     return pids
+
+
+def start_snakemake(workdir: Path) -> subprocess.Popen:
+    """The plain command (``snakemake --cores 2``) started in its own session, output dropped, so
+    that ``splits_jobs_of(proc.pid)`` finds its jobs and ``os.killpg`` can kill them all."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "snakemake", "--cores", "2"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )

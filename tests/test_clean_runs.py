@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import copy_repo
-from helpers import splits_jobs_of
+from helpers import splits_jobs_of, start_snakemake
 
 # Snakemake's benchmark records and the LLM response cache (its latencies and times) hold
 # timings, as the logs do; they are working records, not outputs of the method
@@ -73,14 +73,7 @@ def test_run_leaves_checkout_clean_and_repeats_byte_for_byte(tmp_path, default_r
 
 def test_killed_run_is_finished_by_the_plain_command(tmp_path, default_run):
     work = copy_repo(tmp_path / "clone")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "snakemake", "--cores", "2"],
-        cwd=work,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env={**os.environ, "PYTHONHASHSEED": "0"},
-    )
+    proc = start_snakemake(work)
     # kill when some stages are done and jobs of later ones run (their outputs half-written)
     posts = work / "results" / "posts" / "posts.parquet"
     deadline = time.monotonic() + 600

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import _deep_update, copy_repo, error_lines
-from helpers import splits_jobs_of
+from conftest import copy_repo, error_lines
+from helpers import splits_jobs_of, start_snakemake
+from snakemake.utils import update_config
 
 REPO = Path(__file__).resolve().parents[1]
 CORNELL = REPO.parent / "shared" / "reference" / "realdata" / "convokit_cornell"
@@ -26,7 +27,8 @@ def _workdir(tmp_path: Path, overrides: dict, files: dict[str, str] | None = Non
     work = copy_repo(tmp_path / "repo")
     cfg = work / "config" / "config.yaml"
     config = yaml.safe_load(cfg.read_text())
-    cfg.write_text(yaml.safe_dump(_deep_update(config, overrides)))
+    update_config(config, overrides)
+    cfg.write_text(yaml.safe_dump(config))
     for name, text in (files or {}).items():
         (work / name).write_text(text)
     return work
@@ -224,13 +226,7 @@ def test_killed_jobs_leave_no_temporaries_after_the_plain_command(tmp_path):
     work = _workdir(tmp_path, {"synth": {"posts": 150_000}, "probes": {"enabled": False}})
     kills = 0
     for _ in range(3):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "snakemake", "--cores", "2"],
-            cwd=work,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        proc = start_snakemake(work)
         before = set(_temporaries(work))
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:

@@ -7,6 +7,8 @@ on one line and stop.
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.resources
 import json
 import re
@@ -53,8 +55,15 @@ _DefaultingValidator = _with_defaults(jsonschema.Draft7Validator)
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict:
+    """The config schema, parsed once per process (the Snakefile's start checks and the model
+    registry both read it while Snakemake parses the workflow); each caller gets its own copy."""
+    return copy.deepcopy(_parsed_schema(Path(path)))
+
+
+@functools.cache
+def _parsed_schema(path: Path) -> dict:
     with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from snakemake.utils import update_config
+
 from splits.config import (
     PATH_NAME,
     ConfigError,
@@ -43,15 +45,6 @@ def stop_on_config_error() -> Iterator[None]:
         sys.exit(f"config error: {err}")
 
 
-def _merge(base: dict, overrides: dict) -> dict:
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
 def workflow_config(
     config: dict, configfiles: Sequence, default: str | Path = DEFAULT_CONFIGFILE
 ) -> dict:
@@ -61,7 +54,8 @@ def workflow_config(
     more, those files replace the default (list ``config/config.yaml`` first to extend it), and
     the schema's defaults fill every key they leave out."""
     if not configfiles:
-        merged = _merge(read_config_file(default), config)
+        merged = read_config_file(default)
+        update_config(merged, config)  # the --config values over the default file
         config.clear()
         config.update(merged)
     schema = load_schema()
