@@ -30,6 +30,9 @@ include: "workflow/rules/hypotheses.smk"
 include: "workflow/rules/report.smk"
 
 
+import time
+
+from splits.health import print_run_health, run_health_lines
 from splits.llm.serve import export_settings, stop_servers
 from splits.report_tables import report_pages
 from splits.runlock import record_owner, release_stale_locks
@@ -42,16 +45,24 @@ onstart:
     record_owner()
 
 
+# run health (splits.health): what the stages found that needs a second look, on the report's
+# first page (workflow/report/workflow.rst) and on the console when the run ends
+RUN_STARTED = time.time()
+config["run_health"] = run_health_lines(RESULTS)
+
+
 # served mode (llm.serve): jobs inherit its settings; the model servers stop when the run ends
 export_settings(config, LLM_SERVERS_DIR)
 
 
 onsuccess:
     stop_servers(LLM_SERVERS_DIR)
+    print_run_health(RESULTS, "logs", RUN_STARTED)
 
 
 onerror:
     stop_servers(LLM_SERVERS_DIR)
+    print_run_health(RESULTS, "logs", RUN_STARTED)
 
 
 rule all:
