@@ -20,9 +20,12 @@ per_demographic`` builds one index per group instead. Either way ``norm_score`` 
 1) * sum of the query tokens' idf in the index used), the fraction of the largest score the query
 can reach there, which corrects for the different idf scales of separate indexes (with a shared
 index it is the raw score divided by one constant per topic). The top ``--top-k`` posts (only
-posts containing at least one query token; ties broken by post id) are kept per (demographic,
-topic); a topic's rows are pooled over the demographics and the bottom ``--drop-fraction`` by
-``norm_score`` dropped (rows tied with the lowest kept score are kept).
+posts containing at least one of the topic's keywords as a phrase, ``splits.phrases``; ties
+broken by post id) are kept per (demographic, topic); a topic's rows are pooled over the
+demographics and the bottom ``--drop-fraction`` by ``norm_score`` dropped (rows tied with the
+lowest kept score are kept). Topics on which no pair of demographics has the posts one
+quadruplet needs are then left out, with a run-health finding (``finish_splits``), and each
+group's share of topic posts from its own seed subreddits is measured.
 
 No index is built over all posts at once. BM25 decomposes exactly over any cut of the documents
 into consecutive shards: document counts, lengths and document frequencies are sums, the mean idf
