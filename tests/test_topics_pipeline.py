@@ -148,3 +148,52 @@ def test_topic_posts_identical_with_one_and_five_shards(pipeline_runs, default_r
     assert (five / "topic_counts.csv").read_text() == (
         results / "topics" / "topic_counts.csv"
     ).read_text()
+
+
+def test_off_topic_topic_on_the_sample_corpus_is_named_and_left_out(default_run, results, tmp_path):
+    """Issue 25: a topic whose multiword keywords share only common words with the corpus got
+    posts as bags of words; now it retrieves none, is left out, and one run-health line names it."""
+    import io
+    import json
+
+    from splits.cli import main
+    from splits.health import print_run_health
+    from splits.text import words
+
+    keywords = ["advice home", "care plant", "thing happened garden"]  # words in, phrases never
+    topic_posts = pl.read_parquet(results / "topics" / "topic_posts.parquet")
+    texts = topic_posts.unique("post_id")["text"].to_list()
+    word_sets = [set(words(t)) for t in texts]
+    for kw in keywords:
+        assert sum(set(words(kw)) <= ws for ws in word_sets) >= 20  # a bag of words matches
+    topics_file = tmp_path / "topics.yaml"
+    base = yaml.safe_load((default_run / "config" / "topics.yaml").read_text())
+    base["topics"].append({"category": "Odd", "topic": "Home care", "keywords": keywords})
+    topics_file.write_text(yaml.safe_dump(base))
+    thresholds = json.loads((results / "demographics" / "thresholds.json").read_text())
+    keys = [k for k in thresholds if (results / "demographics" / k / "posts.parquet").exists()]
+    config = yaml.safe_load((default_run / "config" / "config.yaml").read_text())
+    out = tmp_path / "out"
+    argv = ["topic-splits", "run", "--demographic-posts"]
+    argv += [str(results / "demographics" / k / "posts.parquet") for k in keys]
+    argv += ["--thresholds", str(results / "demographics" / "thresholds.json")]
+    argv += ["--topics-file", str(topics_file), "--top-k", str(config["topics"]["top_k"])]
+    argv += ["--k", str(config["sampling"]["k"])]
+    argv += ["--demographics-file", str(default_run / config["demographics"]["file"])]
+    argv += ["--out-topics", str(out / "topics.parquet")]
+    argv += ["--out-topic-posts", str(out / "topic_posts.parquet")]
+    argv += ["--out-counts", str(out / "counts.csv"), "--out-retrieval", str(out / "r.csv")]
+    argv += ["--out-seed-share", str(out / "s.csv")]
+    argv += ["--out-health", str(tmp_path / "health" / "topics.json")]
+    assert main(argv) == 0
+    got = pl.read_parquet(out / "topic_posts.parquet")
+    assert "Home care" not in got["topic"].to_list()
+    # the other topics are exactly those of the pipeline's own run
+    assert got.equals(topic_posts)
+    retrieval = pl.read_csv(out / "r.csv").filter(pl.col("topic") == "Home care")
+    assert retrieval["retrieved"].to_list() == [0] * len(keys)
+    stream = io.StringIO()
+    assert print_run_health(tmp_path, stream=stream) == 1
+    (line,) = [x for x in stream.getvalue().splitlines() if "Home care" in x]
+    assert line.strip().startswith("WARNING [topics] topic Home care: left out of the dataset")
+    assert "To change:" in line
