@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bm25 import make_texts, make_vocabulary  # noqa: E402
@@ -34,6 +35,9 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=200_000)
     parser.add_argument("--sample", type=int, default=5_000, help="posts scanned by brute force")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--stop-words", action="store_true", help="add two keywords made of stop words only"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     vocab = make_vocabulary(args.vocab)
@@ -42,6 +46,9 @@ def main() -> None:
         " ".join(vocab[rng.integers(50, min(5000, len(vocab)), size=rng.integers(1, 3))])
         for _ in range(40 * args.topics)
     ]
+    # stop-word-only keywords (the release's topics have "UN"): candidates from a scan of words
+    texts = texts + " " + pl.Series(rng.choice(["", "the of", "of the"], size=args.posts))
+    phrases += ["the of", "of"] if args.stop_words else []
     multi = sum(" " in p for p in phrases)
     print(f"{args.posts:,} posts, {len(phrases):,} keywords ({multi:,} of two words)")
 

@@ -469,11 +469,13 @@ def match_keywords(
     content words; only the candidates of phrases of several words (or of stop words) are read
     again for positions, all phrases at once in one ``PositionalIndex``. A one-word phrase whose
     word is an indexed content word is answered from its posting list alone. A phrase without
-    content words (only stop words) reads every document. The index must hold the phrases'
-    content words (an index built with ``stats`` holds only the topics' terms)."""
+    content words (only stop words, e.g. "UN" or "to be") takes as candidates the documents whose
+    words include all of its words (one scan of the texts' words). The index must hold the
+    phrases' content words (an index built with ``stats`` holds only the topics' terms)."""
     if len(texts) != index.n_docs:
         raise ValueError(f"{len(texts)} texts for an index of {index.n_docs} documents")
     direct: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    word_lists: pl.Series | None = None
     positional: list[str] = []
     candidates: list[np.ndarray] = []
     for phrase in dict.fromkeys(phrases):
@@ -484,7 +486,20 @@ def match_keywords(
         positional.append(phrase)
         if tokens:
             found = index.docs_with_all(content)
-            candidates.append(np.arange(index.n_docs) if found is None else found)
+            if found is None:  # only stop words: the documents holding all of them, by a scan
+                if word_lists is None:
+                    series = texts if isinstance(texts, pl.Series) else pl.Series(list(texts))
+                    word_lists = (
+                        series.cast(pl.String)
+                        .fill_null("")
+                        .str.to_lowercase()
+                        .str.extract_all(POLARS_WORD_PATTERN)
+                    )
+                held = pl.Series(np.ones(index.n_docs, dtype=bool))
+                for token in set(tokens):
+                    held = held & word_lists.list.contains(token)
+                found = np.flatnonzero(held.to_numpy())
+            candidates.append(found)
     if positional:
         union = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, np.int64)
         read = match_phrases(texts, positional, candidates=union)
