@@ -269,7 +269,8 @@ def test_real_cornell_text_fair_and_based_are_not_topic_posts(reference_dir):
     assert len(based_only) >= 10 and not set(based_only) & set(aid)
 
 
-def test_cli_run_writes_tables_and_health(tmp_path):
+@pytest.mark.parametrize("mode", ["keep", "exclude"])
+def test_cli_run_writes_tables_and_health(tmp_path, mode):
     from splits.cli import main
 
     posts = corpus()
@@ -312,7 +313,17 @@ def test_cli_run_writes_tables_and_health(tmp_path):
     argv[argv.index("--out-counts")] = "--out-counts"
     argv += ["--out-retrieval", str(out / "retrieval.csv")]
     argv += ["--out-seed-share", str(out / "seed_share.csv"), "--out-health", str(out / "h.json")]
+    argv += ["--seed-subreddit-posts", mode]
     assert main(argv) == 0
+    share = pl.read_csv(out / "seed_share.csv")
+    assert share["seed_subreddit_posts"].to_list() == [mode, mode]
+    kept = pl.read_parquet(out / "topic_posts.parquet")
+    from_seeds = kept.filter(
+        ((pl.col("demographic") == "a") & pl.col("subreddit").is_in(["SeedA"]))
+        | ((pl.col("demographic") == "b") & pl.col("subreddit").is_in(["SeedB", "SeedB2"]))
+    ).height
+    assert share["from_seed_subreddits"].sum() == from_seeds
+    assert (from_seeds == 0) == (mode == "exclude")
     retrieval = pl.read_csv(out / "retrieval.csv")
     assert retrieval.height == 6
     assert pl.read_csv(out / "seed_share.csv")["demographic"].to_list() == ["a", "b"]
