@@ -332,3 +332,25 @@ def test_cli_run_writes_tables_and_health(tmp_path, mode):
         "topic Career fairs"
     ]
     assert "Career fairs" not in pl.read_parquet(out / "topic_posts.parquet")["topic"].to_list()
+
+
+def test_posts_of_members_of_both_groups_do_not_count_towards_a_pair():
+    rows = [("T", "a", f"p{i}") for i in range(6)] + [("T", "b", f"q{i}") for i in range(6)]
+    table = pl.DataFrame(rows, schema=["topic", "demographic", "post_id"], orient="row")
+    assert bm25.sampled_pairs(table, ["a", "b"], 6) == {"T": 1}
+    # p0's author is at or above b's threshold too (the shards list both groups for the post),
+    # though p0 was retrieved for a only: a's pool for the pair is 5 posts
+    members = {f"p{i}": frozenset({"a"}) for i in range(6)} | {"p0": frozenset({"a", "b"})}
+    assert bm25.sampled_pairs(table, ["a", "b"], 6, members) == {"T": 0}
+    assert bm25.sampled_pairs(table, ["a", "b"], 5, members) == {"T": 1}
+    # a post listed under both groups counts for neither
+    both = pl.concat([table, pl.DataFrame([("T", "b", "p1")], schema=table.schema, orient="row")])
+    assert bm25.sampled_pairs(both, ["a", "b"], 6) == {"T": 0}
+    # post_members reads the groups off the shards' lists
+    shards = pl.DataFrame(
+        {"post_id": ["p0", "p1", "x"], "demographics": [["a", "b"], ["a"], ["b"]]}
+    ).lazy()
+    assert bm25.post_members(shards, table) == {
+        "p0": frozenset({"a", "b"}),
+        "p1": frozenset({"a"}),
+    }

@@ -1162,21 +1162,47 @@ def posts_needed(sample_k: int) -> int:
     return sample_k // 2 + SAMPLE_SIZE
 
 
-def sampled_pairs(table: pl.DataFrame, demographics: Sequence[str], need: int) -> dict[str, int]:
-    """Per topic: the pairs of demographics whose pools, without the posts listed under both
-    groups (as sampling leaves them out), both hold at least ``need`` posts."""
+def sampled_pairs(
+    table: pl.DataFrame,
+    demographics: Sequence[str],
+    need: int,
+    members: dict[str, frozenset[str]] | None = None,
+) -> dict[str, int]:
+    """Per topic: the pairs of demographics (A, B) whose pools both hold at least ``need``
+    posts once the posts of dual members are left out, as sampling leaves them out: a post of
+    A is left out of the pair when its author is at or above B's threshold too (``members``:
+    post id -> the demographics whose threshold its author reaches, the shards' lists) or,
+    without ``members``, when it is listed under B as well."""
     out: dict[str, int] = {}
     for (topic,), rows in table.group_by("topic"):
         ids = {
             key: set(rows.filter(pl.col("demographic") == key).get_column("post_id").to_list())
             for key in demographics
         }
+
+        def pool(a: str, b: str, ids: dict[str, set[str]] = ids) -> int:
+            if members is None:
+                return len(ids[a] - ids[b])
+            return sum(b not in members.get(p, ()) for p in ids[a] - ids[b])
+
         out[str(topic)] = sum(
-            len(ids[a] - ids[b]) >= need and len(ids[b] - ids[a]) >= need
+            pool(a, b) >= need and pool(b, a) >= need
             for i, a in enumerate(demographics)
             for b in demographics[i + 1 :]
         )
     return out
+
+
+def post_members(posts: pl.LazyFrame, table: pl.DataFrame) -> dict[str, frozenset[str]]:
+    """Post id -> the demographics whose threshold its author reaches (the shards' lists), for
+    the posts of ``table``."""
+    frame = (
+        posts.select("post_id", "demographics")
+        .join(table.select("post_id").unique().lazy(), on="post_id", how="semi")
+        .unique(subset="post_id", keep="first")
+        .collect(engine="streaming")
+    )
+    return {p: frozenset(g or ()) for p, g in frame.iter_rows()}
 
 
 def retrieval_table(
@@ -1261,15 +1287,17 @@ def finish_splits(
     demographics: Sequence[str],
     params: TopicSplitParams,
     seeds: dict[str, Sequence[str]] | None = None,
+    members: dict[str, frozenset[str]] | None = None,
 ) -> TopicSplitResult:
     """Drop the topics on which no pair of demographics has the posts one quadruplet needs
-    (``posts_needed(params.sample_k)`` each, without posts listed under both groups), and
-    measure what each (topic, demographic) got and each group's seed-subreddit share."""
+    (``posts_needed(params.sample_k)`` each, without the posts of authors above both groups'
+    thresholds: ``sampled_pairs``), and measure what each (topic, demographic) got and each
+    group's seed-subreddit share."""
     from splits.health import Finding
 
     demographics = sorted(demographics)
     need = posts_needed(params.sample_k)
-    pairs = sampled_pairs(table, demographics, need)
+    pairs = sampled_pairs(table, demographics, need, members)
     retrieval = retrieval_table(retrieved, best, table, topics, demographics, params.top_k, pairs)
     findings = []
     for topic in topics:
@@ -1288,7 +1316,8 @@ def finish_splits(
                 message=(
                     f"left out of the dataset: no pair of groups has {need} posts each (k/2 = "
                     f"{params.sample_k // 2} calibration + 3 sample posts) holding one of its "
-                    f"keywords as a phrase ({counts}; top_k {params.top_k})"
+                    "keywords as a phrase, posts by members of both groups not counted "
+                    f"({counts}; top_k {params.top_k})"
                 ),
                 fix=(
                     "give the topic keywords that occur in the groups' posts (see "
@@ -1323,8 +1352,9 @@ def finish_splits(
 
 def _split(
     shards: Sequence[pl.DataFrame | pl.LazyFrame], topics: Sequence[Topic], params: TopicSplitParams
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """(topic posts after the pooled cut, the top K per (demographic, topic), retrieved counts)."""
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, frozenset[str]]]:
+    """(topic posts after the pooled cut, the top K per (demographic, topic), retrieved counts,
+    the demographics of each topic post's author)."""
     check_params(params)
 
     def load(shard: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -1335,11 +1365,8 @@ def _split(
     hits = [score_shard(load(s), stats, params.index, topics, params.top_k) for s in shards]
     best = best_hits(hits, params.top_k)
     posts = pl.concat([s.lazy() for s in shards]) if shards else pl.LazyFrame(schema=SHARD_SCHEMA)
-    return (
-        topic_posts_table(best, posts, topics, params.drop_fraction),
-        best,
-        retrieved_counts(hits),
-    )
+    table = topic_posts_table(best, posts, topics, params.drop_fraction)
+    return table, best, retrieved_counts(hits), post_members(posts, table)
 
 
 def split_shards_result(
@@ -1352,7 +1379,7 @@ def split_shards_result(
     """Every step of the stage over ``shards`` (consecutive, in post-id order) in this process,
     one shard in memory at a time: the same functions the pipeline's jobs run, up to the
     stage's outputs (``finish_splits``). ``demographics`` defaults to those in the shards."""
-    table, best, retrieved = _split(shards, topics, params)
+    table, best, retrieved, members = _split(shards, topics, params)
     if demographics is None:
         demographics = sorted(
             {
@@ -1362,7 +1389,7 @@ def split_shards_result(
                 if d is not None
             }
         )
-    return finish_splits(table, best, retrieved, topics, demographics, params, seeds)
+    return finish_splits(table, best, retrieved, topics, demographics, params, seeds, members)
 
 
 def split_shards(
@@ -1734,7 +1761,8 @@ def run(args: argparse.Namespace) -> int:
         table = topic_posts_table(best, posts, topics, params.drop_fraction)
         demographics = sorted(args.demographics)
         seeds = read_seeds(args.demographics_file)
-        result = finish_splits(table, best, retrieved, topics, demographics, params, seeds)
+        members = post_members(posts, table)
+        result = finish_splits(table, best, retrieved, topics, demographics, params, seeds, members)
         write_outputs(result, topics, demographics, args)
     else:  # run
         topics = load_topics(args.topics_file)
