@@ -61,14 +61,16 @@ def test_export_has_no_raw_authors(results):
 def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, results):
     """The pipeline's sharded BM25 stage against rank_bm25.BM25Okapi over the union of every
     demographic's posts above its threshold (one index, post-id order), then the top K per
-    (demographic, topic) with ties by post id and the pooled cut, written here from docs/method.md §2.6."""
+    (demographic, topic) with ties by post id and the pooled cut, written here from docs/method.md §2.6.
+    Only posts holding one of the topic's keywords as a phrase (a window of consecutive words,
+    brute force here) are retrieved (issue 25)."""
     import json
     import math
 
     import rank_bm25
     from splits.bm25 import query_tokens
     from splits.config import THRESHOLDS_SUPPORT_KEY, load_topics
-    from splits.text import content_words
+    from splits.text import content_words, words
 
     config = yaml.safe_load((default_run / "config" / "config.yaml").read_text())["topics"]
     assert config["index"] == "shared"
@@ -83,12 +85,19 @@ def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, resul
     union = rows.unique("post_id").sort("post_id")
     ids = union["post_id"].to_list()
     corpus = [content_words(t) for t in union["text"].to_list()]
+    word_lists = [words(t) for t in union["text"].to_list()]
+
+    def holds(doc: list[str], phrase: str) -> bool:
+        target = words(phrase)
+        return any(doc[i : i + len(target)] == target for i in range(len(doc) - len(target) + 1))
+
     oracle = rank_bm25.BM25Okapi(corpus)
     members = {
         key: set(rows.filter(pl.col("demographic") == key)["post_id"].to_list())
         for key in thresholds
     }
     expected = []
+    retrieved = {}
     for topic in load_topics(default_run / config["file"]):
         query = query_tokens(topic.keywords)
         scores = oracle.get_scores(query)
@@ -97,9 +106,10 @@ def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, resul
         for key in sorted(thresholds):
             hits = [
                 i
-                for i, doc in enumerate(corpus)
-                if ids[i] in members[key] and set(query) & set(doc)
+                for i, doc in enumerate(word_lists)
+                if ids[i] in members[key] and any(holds(doc, kw) for kw in topic.keywords)
             ]
+            retrieved[(topic.topic, key)] = len(hits)
             hits.sort(key=lambda i: (-scores[i], ids[i]))
             for rank, i in enumerate(hits[: config["top_k"]], start=1):
                 pooled.append((topic.topic, key, ids[i], scores[i], scores[i] / top, rank))
@@ -111,6 +121,11 @@ def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, resul
     got_rows = got.select("topic", "demographic", "post_id", "score", "rank").rows()
     assert [(t, d, p, s, r) for t, d, p, s, _, r in expected] == got_rows  # exact scores
     assert got["norm_score"].to_list() == pytest.approx([row[4] for row in expected], rel=1e-12)
+    table = pl.read_csv(results / "topics" / "topic_retrieval.csv")
+    assert {
+        (r["topic"], r["demographic"]): r["retrieved"] for r in table.iter_rows(named=True)
+    } == (retrieved)
+    assert table["topic_kept"].all()  # every default topic has posts for sampling
 
 
 def test_topic_posts_identical_with_one_and_five_shards(pipeline_runs, default_run, results):
@@ -133,3 +148,52 @@ def test_topic_posts_identical_with_one_and_five_shards(pipeline_runs, default_r
     assert (five / "topic_counts.csv").read_text() == (
         results / "topics" / "topic_counts.csv"
     ).read_text()
+
+
+def test_off_topic_topic_on_the_sample_corpus_is_named_and_left_out(default_run, results, tmp_path):
+    """Issue 25: a topic whose multiword keywords share only common words with the corpus got
+    posts as bags of words; now it retrieves none, is left out, and one run-health line names it."""
+    import io
+    import json
+
+    from splits.cli import main
+    from splits.health import print_run_health
+    from splits.text import words
+
+    keywords = ["advice home", "care plant", "thing happened garden"]  # words in, phrases never
+    topic_posts = pl.read_parquet(results / "topics" / "topic_posts.parquet")
+    texts = topic_posts.unique("post_id")["text"].to_list()
+    word_sets = [set(words(t)) for t in texts]
+    for kw in keywords:
+        assert sum(set(words(kw)) <= ws for ws in word_sets) >= 20  # a bag of words matches
+    topics_file = tmp_path / "topics.yaml"
+    base = yaml.safe_load((default_run / "config" / "topics.yaml").read_text())
+    base["topics"].append({"category": "Odd", "topic": "Home care", "keywords": keywords})
+    topics_file.write_text(yaml.safe_dump(base))
+    thresholds = json.loads((results / "demographics" / "thresholds.json").read_text())
+    keys = [k for k in thresholds if (results / "demographics" / k / "posts.parquet").exists()]
+    config = yaml.safe_load((default_run / "config" / "config.yaml").read_text())
+    out = tmp_path / "out"
+    argv = ["topic-splits", "run", "--demographic-posts"]
+    argv += [str(results / "demographics" / k / "posts.parquet") for k in keys]
+    argv += ["--thresholds", str(results / "demographics" / "thresholds.json")]
+    argv += ["--topics-file", str(topics_file), "--top-k", str(config["topics"]["top_k"])]
+    argv += ["--k", str(config["sampling"]["k"])]
+    argv += ["--demographics-file", str(default_run / config["demographics"]["file"])]
+    argv += ["--out-topics", str(out / "topics.parquet")]
+    argv += ["--out-topic-posts", str(out / "topic_posts.parquet")]
+    argv += ["--out-counts", str(out / "counts.csv"), "--out-retrieval", str(out / "r.csv")]
+    argv += ["--out-seed-share", str(out / "s.csv")]
+    argv += ["--out-health", str(tmp_path / "health" / "topics.json")]
+    assert main(argv) == 0
+    got = pl.read_parquet(out / "topic_posts.parquet")
+    assert "Home care" not in got["topic"].to_list()
+    # the other topics are exactly those of the pipeline's own run
+    assert got.equals(topic_posts)
+    retrieval = pl.read_csv(out / "r.csv").filter(pl.col("topic") == "Home care")
+    assert retrieval["retrieved"].to_list() == [0] * len(keys)
+    stream = io.StringIO()
+    assert print_run_health(tmp_path, stream=stream) == 1
+    (line,) = [x for x in stream.getvalue().splitlines() if "Home care" in x]
+    assert line.strip().startswith("WARNING [topics] topic Home care: left out of the dataset")
+    assert "To change:" in line

@@ -79,10 +79,22 @@ rule report_demographics:
 rule report_topics:
     input:
         counts=f"{RESULTS}/topics/topic_counts.csv",
+        retrieval=f"{RESULTS}/topics/topic_retrieval.csv",
+        seed_share=f"{RESULTS}/topics/seed_share.csv",
     output:
         counts=report(
             f"{RESULTS}/topics/topic_counts.html",
             caption="../report/topics_counts.rst",
+            category="Topics",
+        ),
+        retrieval=report(
+            f"{RESULTS}/topics/topic_retrieval.html",
+            caption="../report/topics_retrieval.rst",
+            category="Topics",
+        ),
+        seed_share=report(
+            f"{RESULTS}/topics/seed_share.html",
+            caption="../report/topics_seed_share.rst",
             category="Topics",
         ),
     log:

@@ -13,6 +13,7 @@ checkpoint topic_shards:
     input:
         posts=demographic_posts_files(),
         thresholds=f"{RESULTS}/demographics/thresholds.json",
+        demographics=DEMOGRAPHICS_FILE,
     output:
         directory(TOPIC_SHARDS),
     log:
@@ -27,8 +28,9 @@ checkpoint topic_shards:
     params:
         shard_posts=config["topics"]["shard_posts"],
         shard_mb=config["topics"]["shard_mb"],
+        seed_posts=config["topics"]["seed_subreddit_posts"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits shard --demographic-posts {input.posts} --thresholds {input.thresholds} --shard-posts {params.shard_posts} --shard-mb {params.shard_mb} --out-dir {output} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits shard --demographic-posts {input.posts:q} --thresholds {input.thresholds:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --shard-posts {params.shard_posts} --shard-mb {params.shard_mb} --out-dir {output:q} > {log} 2>&1"
 
 
 rule topic_shard_stats:
@@ -99,10 +101,14 @@ rule topic_splits:
         hits=topic_shard_outputs(f"{TOPIC_HITS}/{{shard}}.parquet"),
         shards=topic_shard_outputs(f"{TOPIC_SHARDS}/{{shard}}.parquet"),
         topics=config["topics"]["file"],
+        demographics=DEMOGRAPHICS_FILE,
     output:
         topics=f"{RESULTS}/topics/topics.parquet",
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
         counts=f"{RESULTS}/topics/topic_counts.csv",
+        retrieval=f"{RESULTS}/topics/topic_retrieval.csv",
+        seed_share=f"{RESULTS}/topics/seed_share.csv",
+        health=f"{RESULTS}/health/topics.json",
     log:
         "logs/topic_splits/topic_splits.log",
     benchmark:
@@ -116,8 +122,10 @@ rule topic_splits:
         top_k=config["topics"]["top_k"],
         drop_fraction=config["topics"]["drop_fraction"],
         demographics=DEMOGRAPHIC_KEYS,
+        k=config["sampling"]["k"],
+        seed_posts=config["topics"]["seed_subreddit_posts"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits} --shards {input.shards} --demographics {params.demographics} --topics-file {input.topics} --top-k {params.top_k} --drop-fraction {params.drop_fraction} --out-topics {output.topics} --out-topic-posts {output.topic_posts} --out-counts {output.counts} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits:q} --shards {input.shards:q} --demographics {params.demographics:q} --topics-file {input.topics:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --k {params.k} --top-k {params.top_k} --drop-fraction {params.drop_fraction} --out-topics {output.topics:q} --out-topic-posts {output.topic_posts:q} --out-counts {output.counts:q} --out-retrieval {output.retrieval:q} --out-seed-share {output.seed_share:q} --out-health {output.health:q} > {log} 2>&1"
 
 
 # Not in the default DAG: snakemake results/topics/generated_topics.yaml (needs topics.generate.model).

@@ -20,9 +20,12 @@ per_demographic`` builds one index per group instead. Either way ``norm_score`` 
 1) * sum of the query tokens' idf in the index used), the fraction of the largest score the query
 can reach there, which corrects for the different idf scales of separate indexes (with a shared
 index it is the raw score divided by one constant per topic). The top ``--top-k`` posts (only
-posts containing at least one query token; ties broken by post id) are kept per (demographic,
-topic); a topic's rows are pooled over the demographics and the bottom ``--drop-fraction`` by
-``norm_score`` dropped (rows tied with the lowest kept score are kept).
+posts containing at least one of the topic's keywords as a phrase, ``splits.phrases``; ties
+broken by post id) are kept per (demographic, topic); a topic's rows are pooled over the
+demographics and the bottom ``--drop-fraction`` by ``norm_score`` dropped (rows tied with the
+lowest kept score are kept). Topics on which no pair of demographics has the posts one
+quadruplet needs are then left out, with a run-health finding (``finish_splits``), and each
+group's share of topic posts from its own seed subreddits is measured.
 
 No index is built over all posts at once. BM25 decomposes exactly over any cut of the documents
 into consecutive shards: document counts, lengths and document frequencies are sums, the mean idf
@@ -51,6 +54,7 @@ import scipy.sparse as sp
 
 from splits.config import ConfigError, Topic, load_topics
 from splits.io import ParquetAppender, read_json, write_json, write_parquet, write_text
+from splits.phrases import PhraseMatches, match_phrases, phrase_tokens
 from splits.text import POLARS_WORD_PATTERN, STOP_WORDS_SERIES, content_words
 
 log = logging.getLogger(__name__)
@@ -420,6 +424,93 @@ class BM25Index:
         ids = self.term_ids(query)
         return float((self.k1 + 1) * self.idf[ids].sum()) if len(ids) else 0.0
 
+    def term_docs(self, token: str) -> tuple[np.ndarray, np.ndarray]:
+        """(documents ascending, term frequency) of one indexed token (empty if unknown). The
+        frequency is read back from the stored weight tf (k1 + 1) / (tf + k1 (1 - b + b dl /
+        avgdl)) and rounded (exact for any realistic count)."""
+        term = self.vocabulary.get(token)
+        if term is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        start, end = self.weights.indptr[term], self.weights.indptr[term + 1]
+        docs = self.weights.indices[start:end].astype(np.int64)
+        weight = self.weights.data[start:end]
+        norm = (
+            self.k1 * (1 - self.b + self.b * self.doc_len[docs] / self.avgdl)
+            if self.avgdl > 0
+            else np.full(len(docs), self.k1 * (1 - self.b))
+        )
+        return docs, np.rint(weight * norm / (self.k1 + 1 - weight)).astype(np.int64)
+
+    def docs_with_all(self, tokens: Sequence[str]) -> np.ndarray | None:
+        """Documents (ascending) holding every one of ``tokens`` (indexed content words): the
+        candidates of a phrase. None for no tokens (nothing restricts the candidates)."""
+        if not tokens:
+            return None
+        docs = None
+        for token in sorted(set(tokens), key=lambda t: self._df(t)):
+            found = self.term_docs(token)[0]
+            docs = found if docs is None else np.intersect1d(docs, found, assume_unique=True)
+            if not len(docs):
+                break
+        return docs
+
+    def _df(self, token: str) -> int:
+        term = self.vocabulary.get(token)
+        return 0 if term is None else int(self.weights.indptr[term + 1] - self.weights.indptr[term])
+
+
+def match_keywords(
+    index: BM25Index, texts: Sequence[str | None] | pl.Series, phrases: Sequence[str]
+) -> PhraseMatches:
+    """Which documents of ``index`` (``texts``: its documents' raw texts, in index order)
+    contain each keyword phrase as consecutive words (``splits.phrases``), and how often.
+
+    The index's posting lists give each phrase's candidates, the documents holding all of its
+    content words; only the candidates of phrases of several words (or of stop words) are read
+    again for positions, all phrases at once in one ``PositionalIndex``. A one-word phrase whose
+    word is an indexed content word is answered from its posting list alone. A phrase without
+    content words (only stop words, e.g. "UN" or "to be") takes as candidates the documents whose
+    words include all of its words (one scan of the texts' words). The index must hold the
+    phrases' content words (an index built with ``stats`` holds only the topics' terms)."""
+    if len(texts) != index.n_docs:
+        raise ValueError(f"{len(texts)} texts for an index of {index.n_docs} documents")
+    direct: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    word_lists: pl.Series | None = None
+    positional: list[str] = []
+    candidates: list[np.ndarray] = []
+    for phrase in dict.fromkeys(phrases):
+        tokens, content = phrase_tokens(phrase), content_words(phrase)
+        if len(tokens) == 1 and list(tokens) == content:
+            direct[phrase] = index.term_docs(content[0])
+            continue
+        positional.append(phrase)
+        if tokens:
+            found = index.docs_with_all(content)
+            if found is None:  # only stop words: the documents holding all of them, by a scan
+                if word_lists is None:
+                    series = texts if isinstance(texts, pl.Series) else pl.Series(list(texts))
+                    word_lists = (
+                        series.cast(pl.String)
+                        .fill_null("")
+                        .str.to_lowercase()
+                        .str.extract_all(POLARS_WORD_PATTERN)
+                    )
+                held = pl.Series(np.ones(index.n_docs, dtype=bool))
+                for token in set(tokens):
+                    held = held & word_lists.list.contains(token)
+                found = np.flatnonzero(held.to_numpy())
+            candidates.append(found)
+    if positional:
+        union = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, np.int64)
+        read = match_phrases(texts, positional, candidates=union)
+        direct.update({p: read.of(p) for p in positional})
+    return PhraseMatches(
+        phrases=tuple(phrases),
+        docs=tuple(direct[p][0] for p in phrases),
+        tf=tuple(direct[p][1] for p in phrases),
+        n_docs=index.n_docs,
+    )
+
 
 def _idf(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:
     """rank_bm25's idf with math.log (computed once per distinct document frequency)."""
@@ -532,6 +623,8 @@ HIT_SCHEMA = {
     "topic": pl.String,
     "score": pl.Float64,
     "norm_score": pl.Float64,
+    # posts of the shard holding one of the topic's keywords (as a phrase) for the demographic
+    "matching": pl.Int64,
 }
 TOPIC_POSTS_COLUMNS = [
     "post_id",
@@ -554,6 +647,8 @@ class TopicSplitParams:
     index: str = SHARED  # or "per_demographic"
     shard_posts: int = DEFAULT_SHARD_POSTS
     shard_mb: float = DEFAULT_SHARD_MB
+    sample_k: int = 42  # sampling.k: a topic needs k/2 + 3 posts per group of one pair
+    seed_subreddit_posts: str = "keep"  # or "exclude": a group's own seed subreddits left out
 
     @property
     def shard_bytes(self) -> int:
@@ -573,6 +668,13 @@ def check_params(params: TopicSplitParams) -> None:
         raise ConfigError("topics.shard_posts: must be at least 1")
     if not params.shard_mb > 0:
         raise ConfigError("topics.shard_mb: must be positive")
+    if params.sample_k < 2 or params.sample_k % 2:
+        raise ConfigError("sampling.k: must be an even number of at least 2")
+    if params.seed_subreddit_posts not in SEED_POSTS_MODES:
+        raise ConfigError(
+            f"topics.seed_subreddit_posts: unknown value {params.seed_subreddit_posts!r} "
+            "(keep or exclude)"
+        )
 
 
 # --- map 0: the union of the demographics' posts, cut into shards
@@ -583,7 +685,9 @@ class _SortedPosts:
     file sorted by post id (as the groupness stage writes D_d); ``buffer`` holds the rows read
     and not yet taken."""
 
-    def __init__(self, key: str, path: Path, threshold: float, batch_rows: int):
+    def __init__(
+        self, key: str, path: Path, threshold: float, batch_rows: int, exclude: Sequence[str] = ()
+    ):
         import pyarrow.parquet as pq
 
         if not path.exists():
@@ -605,6 +709,8 @@ class _SortedPosts:
         self.last_id: str | None = None
         self.kept = 0
         self.repeated = 0
+        self.exclude = pl.Series([s.lower() for s in exclude], dtype=pl.String)
+        self.excluded = 0
 
     def fill(self) -> None:
         """Read batches until the buffer holds a row or the file is exhausted."""
@@ -624,6 +730,12 @@ class _SortedPosts:
                     pl.lit(self.key, dtype=pl.String).alias("demographic"),
                 )
             )
+            if self.exclude.len():
+                before = frame.height
+                frame = frame.filter(
+                    ~pl.col("subreddit").str.to_lowercase().is_in(self.exclude.implode())
+                )
+                self.excluded += before - frame.height
             if not frame.height:
                 continue
             ids = frame.get_column("post_id")
@@ -674,13 +786,16 @@ def iter_union(
     posts_files: dict[str, str | Path],
     thresholds: dict[str, float],
     batch_rows: int = READ_BATCH_ROWS,
+    exclude: dict[str, Sequence[str]] | None = None,
 ) -> Iterator[pl.DataFrame]:
     """The union of the demographics' posts at or above their thresholds: one row per post, in
     post-id order, with the sorted list of demographics holding it, as consecutive frames.
 
     A k-way merge of the demographics' files, each read ``batch_rows`` rows at a time: every
     round takes from each file the rows up to the smallest last id among the files that may
-    still hold more, so memory holds a few batches whatever the corpus size."""
+    still hold more, so memory holds a few batches whatever the corpus size. ``exclude``: per
+    demographic, subreddits whose posts are left out of its rows (its own seed subreddits with
+    ``topics.seed_subreddit_posts: exclude``; names compared case-insensitively)."""
     streams = []
     for key in sorted(posts_files):
         if key not in thresholds:
@@ -688,7 +803,11 @@ def iter_union(
         value = thresholds[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"thresholds: threshold of {key!r} is not a number ({value!r})")
-        streams.append(_SortedPosts(key, Path(posts_files[key]), value, batch_rows))
+        streams.append(
+            _SortedPosts(
+                key, Path(posts_files[key]), value, batch_rows, (exclude or {}).get(key, ())
+            )
+        )
     if not streams:
         raise ConfigError("topic splits: no demographic posts given")
     while True:
@@ -714,6 +833,12 @@ def iter_union(
             )
         if stream.repeated:
             log.warning("%s: %d repeated post ids dropped", stream.key, stream.repeated)
+        if stream.excluded:
+            log.info(
+                "%s: %d posts in its own seed subreddits left out (topics.seed_subreddit_posts)",
+                stream.key,
+                stream.excluded,
+            )
 
 
 def union_posts(posts: pl.DataFrame) -> pl.DataFrame:
@@ -853,19 +978,30 @@ def global_statistics(
 
 def _search_rows(
     index: BM25Index,
+    texts: pl.Series,
     doc_post_ids: np.ndarray,
     masks: dict[str, np.ndarray | None],
     topics: Sequence[Topic],
     top_k_posts: int,
 ) -> list[pl.DataFrame]:
+    """Per topic and demographic: the top ``top_k_posts`` of the posts that hold one of the
+    topic's keywords as a phrase (``match_keywords``), ranked by their BM25 score for the
+    topic's query (the keywords' content words); ``matching`` counts those posts."""
+    found = match_keywords(index, texts, [kw for topic in topics for kw in topic.keywords])
     rows = []
     for topic in topics:
         query = query_tokens(topic.keywords)
-        matching, scores = index.score_matching(index.term_ids(query))
+        scored, scored_values = index.score_matching(index.term_ids(query))
+        matching = found.any_docs(topic.keywords)
+        # BM25 scores of the matching posts (a post matching only a stop-word keyword scores 0)
+        at = np.searchsorted(scored, matching).clip(0, max(len(scored) - 1, 0))
+        hit = (scored[at] == matching) if len(scored) else np.zeros(len(matching), dtype=bool)
+        scores = np.where(hit, scored_values[at] if len(scored) else 0.0, 0.0)
         max_score = index.max_score(query)
         for key, mask in masks.items():
             keep = slice(None) if mask is None else mask[matching]
-            docs, doc_scores = top_k(matching[keep], scores[keep], top_k_posts)
+            member_docs, member_scores = matching[keep], scores[keep]
+            docs, doc_scores = top_k(member_docs, member_scores, top_k_posts)
             rows.append(
                 pl.DataFrame(
                     {
@@ -878,6 +1014,7 @@ def _search_rows(
                             doc_scores / max_score if max_score > 0 else doc_scores,
                             dtype=pl.Float64,
                         ),
+                        "matching": pl.Series([len(member_docs)] * len(docs), dtype=pl.Int64),
                     }
                 )
             )
@@ -906,7 +1043,7 @@ def score_shard(
             masks = {k: member_lists.list.contains(k).to_numpy() for k in keys}
         else:
             masks = {group: None}
-        rows += _search_rows(bm25, post_ids, masks, topics, top_k_posts)
+        rows += _search_rows(bm25, docs.get_column("text"), post_ids, masks, topics, top_k_posts)
     return pl.concat(rows) if rows else pl.DataFrame(schema=HIT_SCHEMA)
 
 
@@ -970,13 +1107,254 @@ def topic_posts_table(
     )
 
 
-def split_shards(
-    shards: Sequence[pl.DataFrame | pl.LazyFrame],
+# --- after the merge: what each (topic, demographic) got, topics too small to sample, seed share
+
+STAGE = "topics"
+#: a group's topic posts above this share from its own seed subreddits get a health finding
+SEED_SHARE_WARN = 0.8
+RETRIEVAL_SCHEMA = {
+    "category": pl.String,
+    "topic": pl.String,
+    "demographic": pl.String,
+    "retrieved": pl.Int64,  # posts holding one of the topic's keywords as a phrase
+    "pool": pl.Int64,  # min(retrieved, top_k): the top K kept before pooling
+    "short_of_top_k": pl.Int64,  # top_k - pool
+    "dropped_pooled": pl.Int64,  # pool posts removed by the pooled bottom-drop_fraction cut
+    "kept": pl.Int64,  # pool - dropped_pooled
+    "sampled_pairs": pl.Int64,  # pairs of the topic with enough posts for one quadruplet
+    "topic_kept": pl.Boolean,  # false: the topic is left out of the dataset
+}
+SEED_SHARE_SCHEMA = {
+    "demographic": pl.String,
+    "topic_posts": pl.Int64,
+    "from_seed_subreddits": pl.Int64,
+    "seed_share": pl.Float64,
+    "seed_subreddit_posts": pl.String,  # keep | exclude (topics.seed_subreddit_posts)
+}
+SEED_POSTS_MODES = ("keep", "exclude")
+
+
+def retrieved_counts(hits: Iterable[pl.DataFrame | pl.LazyFrame]) -> pl.DataFrame:
+    """(demographic, topic, retrieved): the posts holding one of the topic's keywords, summed
+    over the shards' hits (each shard's count is on every one of its hit rows)."""
+    parts = [
+        frame.lazy()
+        .group_by("demographic", "topic")
+        .agg(pl.col("matching").first().cast(pl.Int64))
+        .collect()
+        for frame in hits
+    ]
+    if not parts:
+        return pl.DataFrame(
+            schema={"demographic": pl.String, "topic": pl.String, "retrieved": pl.Int64}
+        )
+    return (
+        pl.concat(parts)
+        .group_by("demographic", "topic")
+        .agg(pl.col("matching").sum().alias("retrieved"))
+    )
+
+
+def posts_needed(sample_k: int) -> int:
+    """Posts one group needs on a topic for one quadruplet: k/2 calibration + the sample posts."""
+    from splits.sampling import SAMPLE_SIZE
+
+    return sample_k // 2 + SAMPLE_SIZE
+
+
+def sampled_pairs(
+    table: pl.DataFrame,
+    demographics: Sequence[str],
+    need: int,
+    members: dict[str, frozenset[str]] | None = None,
+) -> dict[str, int]:
+    """Per topic: the pairs of demographics (A, B) whose pools both hold at least ``need``
+    posts once the posts of dual members are left out, as sampling leaves them out: a post of
+    A is left out of the pair when its author is at or above B's threshold too (``members``:
+    post id -> the demographics whose threshold its author reaches, the shards' lists) or,
+    without ``members``, when it is listed under B as well."""
+    out: dict[str, int] = {}
+    for (topic,), rows in table.group_by("topic"):
+        ids = {
+            key: set(rows.filter(pl.col("demographic") == key).get_column("post_id").to_list())
+            for key in demographics
+        }
+
+        def pool(a: str, b: str, ids: dict[str, set[str]] = ids) -> int:
+            if members is None:
+                return len(ids[a] - ids[b])
+            return sum(b not in members.get(p, ()) for p in ids[a] - ids[b])
+
+        out[str(topic)] = sum(
+            pool(a, b) >= need and pool(b, a) >= need
+            for i, a in enumerate(demographics)
+            for b in demographics[i + 1 :]
+        )
+    return out
+
+
+def post_members(posts: pl.LazyFrame, table: pl.DataFrame) -> dict[str, frozenset[str]]:
+    """Post id -> the demographics whose threshold its author reaches (the shards' lists), for
+    the posts of ``table``."""
+    frame = (
+        posts.select("post_id", "demographics")
+        .join(table.select("post_id").unique().lazy(), on="post_id", how="semi")
+        .unique(subset="post_id", keep="first")
+        .collect(engine="streaming")
+    )
+    return {p: frozenset(g or ()) for p, g in frame.iter_rows()}
+
+
+def retrieval_table(
+    retrieved: pl.DataFrame,
+    best: pl.DataFrame,
+    table: pl.DataFrame,
     topics: Sequence[Topic],
-    params: TopicSplitParams = TopicSplitParams(),
+    demographics: Sequence[str],
+    top_k_posts: int,
+    pairs: dict[str, int],
 ) -> pl.DataFrame:
-    """Every step of the stage over ``shards`` (consecutive, in post-id order) in this process,
-    one shard in memory at a time: the same functions the pipeline's jobs run."""
+    """One row per (topic, demographic): ``RETRIEVAL_SCHEMA``."""
+    grid = (
+        topics_frame(topics)
+        .select("category", "topic")
+        .join(
+            pl.DataFrame({"demographic": list(demographics)}, schema={"demographic": pl.String}),
+            how="cross",
+        )
+    )
+    pool = best.group_by("demographic", "topic").agg(pl.len().cast(pl.Int64).alias("pool"))
+    kept = table.group_by("demographic", "topic").agg(pl.len().cast(pl.Int64).alias("kept"))
+    frame = (
+        grid.join(retrieved, on=["demographic", "topic"], how="left", maintain_order="left")
+        .join(pool, on=["demographic", "topic"], how="left", maintain_order="left")
+        .join(kept, on=["demographic", "topic"], how="left", maintain_order="left")
+        .with_columns(pl.col("retrieved", "pool", "kept").fill_null(0))
+    )
+    return (
+        frame.with_columns(
+            (top_k_posts - pl.col("pool")).alias("short_of_top_k"),
+            (pl.col("pool") - pl.col("kept")).alias("dropped_pooled"),
+            pl.col("topic")
+            .replace_strict(pairs, default=0, return_dtype=pl.Int64)
+            .alias("sampled_pairs"),
+        )
+        .with_columns((pl.col("sampled_pairs") > 0).alias("topic_kept"))
+        .select([pl.col(c).cast(t) for c, t in RETRIEVAL_SCHEMA.items()])
+    )
+
+
+def seed_share_table(
+    table: pl.DataFrame, seeds: dict[str, Sequence[str]], demographics: Sequence[str], mode: str
+) -> pl.DataFrame:
+    """Per demographic: its topic posts, how many come from its own seed subreddits (names
+    compared case-insensitively) and their share."""
+    rows = []
+    for key in demographics:
+        own = table.filter(pl.col("demographic") == key)
+        wanted = pl.Series([s.lower() for s in seeds.get(key, ())], dtype=pl.String)
+        from_seed = int(
+            own.get_column("subreddit").str.to_lowercase().is_in(wanted.implode()).sum()
+        )
+        rows.append(
+            {
+                "demographic": key,
+                "topic_posts": own.height,
+                "from_seed_subreddits": from_seed,
+                "seed_share": from_seed / own.height if own.height else None,
+                "seed_subreddit_posts": mode,
+            }
+        )
+    return pl.DataFrame(rows, schema=SEED_SHARE_SCHEMA)
+
+
+@dataclass(frozen=True)
+class TopicSplitResult:
+    """The stage's outputs: the topic posts of the kept topics, the per (topic, demographic)
+    retrieval table, the per-demographic seed-subreddit share and the run-health findings."""
+
+    topic_posts: pl.DataFrame
+    retrieval: pl.DataFrame
+    seed_share: pl.DataFrame
+    findings: list
+
+
+def finish_splits(
+    table: pl.DataFrame,
+    best: pl.DataFrame,
+    retrieved: pl.DataFrame,
+    topics: Sequence[Topic],
+    demographics: Sequence[str],
+    params: TopicSplitParams,
+    seeds: dict[str, Sequence[str]] | None = None,
+    members: dict[str, frozenset[str]] | None = None,
+) -> TopicSplitResult:
+    """Drop the topics on which no pair of demographics has the posts one quadruplet needs
+    (``posts_needed(params.sample_k)`` each, without the posts of authors above both groups'
+    thresholds: ``sampled_pairs``), and measure what each (topic, demographic) got and each
+    group's seed-subreddit share."""
+    from splits.health import Finding
+
+    demographics = sorted(demographics)
+    need = posts_needed(params.sample_k)
+    pairs = sampled_pairs(table, demographics, need, members)
+    retrieval = retrieval_table(retrieved, best, table, topics, demographics, params.top_k, pairs)
+    findings = []
+    for topic in topics:
+        rows = retrieval.filter(pl.col("topic") == topic.topic)
+        if rows.get_column("topic_kept").any():
+            continue
+        counts = ", ".join(
+            f"{r['demographic']} {r['retrieved']} retrieved/{r['kept']} kept"
+            for r in rows.iter_rows(named=True)
+        )
+        findings.append(
+            Finding(
+                stage=STAGE,
+                code="topic_too_few_posts",
+                subject=f"topic {topic.topic}",
+                message=(
+                    f"left out of the dataset: no pair of groups has {need} posts each (k/2 = "
+                    f"{params.sample_k // 2} calibration + 3 sample posts) holding one of its "
+                    "keywords as a phrase, posts by members of both groups not counted "
+                    f"({counts}; top_k {params.top_k})"
+                ),
+                fix=(
+                    "give the topic keywords that occur in the groups' posts (see "
+                    "topics/topic_retrieval.csv), or lower sampling.k"
+                ),
+            )
+        )
+    dropped = [t.topic for t in topics if not pairs.get(t.topic, 0)]
+    kept_table = table.filter(~pl.col("topic").is_in(pl.Series(dropped, dtype=pl.String).implode()))
+    share = seed_share_table(kept_table, seeds or {}, demographics, params.seed_subreddit_posts)
+    for row in share.iter_rows(named=True):
+        if row["seed_share"] is not None and row["seed_share"] > SEED_SHARE_WARN:
+            findings.append(
+                Finding(
+                    stage=STAGE,
+                    code="topic_posts_from_seed_subreddits",
+                    subject=f"group {row['demographic']}",
+                    message=(
+                        f"{row['seed_share']:.0%} of its topic posts ({row['from_seed_subreddits']:,}"
+                        f" of {row['topic_posts']:,}) come from its own seed subreddits, so telling "
+                        "the groups apart partly means recognising the subreddit"
+                    ),
+                    fix=(
+                        "set topics.seed_subreddit_posts: exclude to compare the groups outside "
+                        "their own communities (or keep it, as the paper does, and read the "
+                        "scores as partly subreddit recognition)"
+                    ),
+                )
+            )
+    return TopicSplitResult(kept_table, retrieval, share, findings)
+
+
+def _split(
+    shards: Sequence[pl.DataFrame | pl.LazyFrame], topics: Sequence[Topic], params: TopicSplitParams
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, frozenset[str]]]:
+    """(topic posts after the pooled cut, the top K per (demographic, topic), retrieved counts,
+    the demographics of each topic post's author)."""
     check_params(params)
 
     def load(shard: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -984,24 +1362,92 @@ def split_shards(
 
     counts = [shard_counts(load(s), params.index) for s in shards]
     stats = global_statistics(counts, topic_terms(topics))
-    hits = (score_shard(load(s), stats, params.index, topics, params.top_k) for s in shards)
+    hits = [score_shard(load(s), stats, params.index, topics, params.top_k) for s in shards]
     best = best_hits(hits, params.top_k)
     posts = pl.concat([s.lazy() for s in shards]) if shards else pl.LazyFrame(schema=SHARD_SCHEMA)
-    return topic_posts_table(best, posts, topics, params.drop_fraction)
+    table = topic_posts_table(best, posts, topics, params.drop_fraction)
+    return table, best, retrieved_counts(hits), post_members(posts, table)
 
 
-def topic_splits(
-    posts: pl.DataFrame, topics: Sequence[Topic], params: TopicSplitParams = TopicSplitParams()
+def split_shards_result(
+    shards: Sequence[pl.DataFrame | pl.LazyFrame],
+    topics: Sequence[Topic],
+    params: TopicSplitParams = TopicSplitParams(),
+    demographics: Sequence[str] | None = None,
+    seeds: dict[str, Sequence[str]] | None = None,
+) -> TopicSplitResult:
+    """Every step of the stage over ``shards`` (consecutive, in post-id order) in this process,
+    one shard in memory at a time: the same functions the pipeline's jobs run, up to the
+    stage's outputs (``finish_splits``). ``demographics`` defaults to those in the shards."""
+    table, best, retrieved, members = _split(shards, topics, params)
+    if demographics is None:
+        demographics = sorted(
+            {
+                d
+                for s in shards
+                for d in s.lazy().select(pl.col("demographics").explode()).collect().to_series()
+                if d is not None
+            }
+        )
+    return finish_splits(table, best, retrieved, topics, demographics, params, seeds, members)
+
+
+def split_shards(
+    shards: Sequence[pl.DataFrame | pl.LazyFrame],
+    topics: Sequence[Topic],
+    params: TopicSplitParams = TopicSplitParams(),
 ) -> pl.DataFrame:
-    """The topic_posts table from in-memory (demographic, post) rows (post_id, author,
-    subreddit, text, demographic), cut into shards by ``params`` like the pipeline's."""
+    """The topic posts of ``split_shards_result`` before topics too small to sample are left
+    out (every topic's retrieved posts, after the pooled cut)."""
+    return _split(shards, topics, params)[0]
+
+
+def _in_memory_shards(
+    posts: pl.DataFrame, params: TopicSplitParams, seeds: dict[str, Sequence[str]] | None
+) -> list[pl.DataFrame]:
     check_params(params)
+    if params.seed_subreddit_posts == "exclude":
+        posts = posts.filter(~from_own_seeds(seeds or {}))
     if posts.is_empty():
         raise ConfigError(
             "topic splits: no posts of users at or above the demographics' thresholds"
         )
     pieces = cut_shards([union_posts(posts)], params.shard_posts, params.shard_bytes)
-    return split_shards(shard_frames(pieces), topics, params)
+    return shard_frames(pieces)
+
+
+def topic_splits(
+    posts: pl.DataFrame, topics: Sequence[Topic], params: TopicSplitParams = TopicSplitParams()
+) -> pl.DataFrame:
+    """The topic_posts table (before topics too small to sample are left out) from in-memory
+    (demographic, post) rows (post_id, author, subreddit, text, demographic), cut into shards
+    by ``params`` like the pipeline's."""
+    return split_shards(_in_memory_shards(posts, params, None), topics, params)
+
+
+def topic_splits_result(
+    posts: pl.DataFrame,
+    topics: Sequence[Topic],
+    params: TopicSplitParams = TopicSplitParams(),
+    seeds: dict[str, Sequence[str]] | None = None,
+) -> TopicSplitResult:
+    """``split_shards_result`` from in-memory (demographic, post) rows; ``seeds``: each
+    demographic's seed subreddits (the seed share, and ``seed_subreddit_posts: exclude``)."""
+    demographics = sorted(posts.get_column("demographic").unique().to_list())
+    shards = _in_memory_shards(posts, params, seeds)
+    return split_shards_result(shards, topics, params, demographics, seeds)
+
+
+def from_own_seeds(seeds: dict[str, Sequence[str]]) -> pl.Expr:
+    """True for a (demographic, post) row whose subreddit is one of the demographic's own seed
+    subreddits (case-insensitive)."""
+    expr = pl.lit(False)
+    for key, names in seeds.items():
+        wanted = pl.Series([n.lower() for n in names], dtype=pl.String).implode()
+        expr = expr | (
+            (pl.col("demographic") == key) & pl.col("subreddit").str.to_lowercase().is_in(wanted)
+        )
+    return expr
 
 
 def topics_frame(topics: Sequence[Topic]) -> pl.DataFrame:
@@ -1108,16 +1554,35 @@ def read_global_stats(path: str | Path) -> tuple[str, dict[str, CorpusStats]]:
     return data["index"], {g: CorpusStats.from_json(v) for g, v in data["groups"].items()}
 
 
-def write_outputs(table: pl.DataFrame, topics, demographics, args: argparse.Namespace) -> None:
+def write_outputs(result: TopicSplitResult, topics, demographics, args: argparse.Namespace) -> None:
+    from splits.health import log_findings, write_findings
+
+    table = result.topic_posts
     write_parquet(topics_frame(topics), args.out_topics)
     write_parquet(table, args.out_topic_posts)
     write_text(counts_table(table, topics, demographics).write_csv(), args.out_counts)
+    if args.out_retrieval:
+        write_text(result.retrieval.write_csv(), args.out_retrieval)
+    if args.out_seed_share:
+        write_text(result.seed_share.write_csv(), args.out_seed_share)
+    log_findings(result.findings, log)
+    if args.out_health:
+        write_findings(args.out_health, result.findings)
     log.info(
         "%d topic posts over %d topics and %d demographics",
         len(table),
-        len(topics),
+        table.get_column("topic").n_unique(),
         len(demographics),
     )
+
+
+def read_seeds(path: str | None) -> dict[str, tuple[str, ...]]:
+    """Seed subreddits per demographic key from the demographics file (none without a file)."""
+    if not path:
+        return {}
+    from splits.config import load_demographics
+
+    return {d.key: d.seed_subreddits for d in load_demographics(path)}
 
 
 def _add_params(parser: argparse.ArgumentParser, *names: str) -> None:
@@ -1146,10 +1611,34 @@ def _add_params(parser: argparse.ArgumentParser, *names: str) -> None:
         parser.add_argument(
             "--drop-fraction", type=float, default=0.25, help="pooled bottom share dropped"
         )
+    if "seeds" in names:
+        parser.add_argument(
+            "--demographics-file",
+            help="demographics file (seed subreddits: the seed share and --seed-subreddit-posts)",
+        )
+        parser.add_argument(
+            "--seed-subreddit-posts",
+            choices=SEED_POSTS_MODES,
+            default="keep",
+            help="keep: a group's posts in its own seed subreddits are topic posts (the paper); "
+            "exclude: they are left out of its topic pools",
+        )
+    if "sample_k" in names:
+        parser.add_argument(
+            "--k",
+            type=int,
+            default=42,
+            help="sampling.k: a topic is kept if a pair has k/2 + 3 posts in each group",
+        )
     if "outputs" in names:
         parser.add_argument("--out-topics", required=True, help="topics.parquet")
         parser.add_argument("--out-topic-posts", required=True, help="topic_posts.parquet")
         parser.add_argument("--out-counts", required=True, help="counts CSV (topic x demographic)")
+        parser.add_argument(
+            "--out-retrieval", help="per (topic, demographic): retrieved, pool, cut (CSV)"
+        )
+        parser.add_argument("--out-seed-share", help="per demographic: seed-subreddit share (CSV)")
+        parser.add_argument("--out-health", help="run-health findings of the stage (JSON)")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -1162,7 +1651,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     shard.add_argument(
         "--thresholds", required=True, help="thresholds.json {demographic: percentile}"
     )
-    _add_params(shard, "shards")
+    _add_params(shard, "shards", "seeds")
     shard.add_argument("--out-dir", required=True, help="writes <00000>.parquet ... and plan.json")
 
     stats = sub.add_parser("stats", help="one shard's BM25 statistics")
@@ -1197,7 +1686,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     merge.add_argument("--shards", nargs="+", required=True, help="every shard file (texts)")
     merge.add_argument("--demographics", nargs="+", required=True, help="demographic keys")
     merge.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
-    _add_params(merge, "top_k", "drop", "outputs")
+    _add_params(merge, "top_k", "drop", "seeds", "sample_k", "outputs")
 
     whole = sub.add_parser("run", help="every step in this process (shards in a temporary folder)")
     whole.add_argument(
@@ -1209,7 +1698,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="self-ID thresholds (thresholds.json of the demographics stage)",
     )
     whole.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
-    _add_params(whole, "index", "shards", "top_k", "drop", "outputs")
+    _add_params(whole, "index", "shards", "top_k", "drop", "seeds", "sample_k", "outputs")
 
 
 def _params(args: argparse.Namespace) -> TopicSplitParams:
@@ -1219,6 +1708,8 @@ def _params(args: argparse.Namespace) -> TopicSplitParams:
         index=getattr(args, "index", SHARED),
         shard_posts=getattr(args, "shard_posts", DEFAULT_SHARD_POSTS),
         shard_mb=getattr(args, "shard_mb", DEFAULT_SHARD_MB),
+        sample_k=getattr(args, "k", 42),
+        seed_subreddit_posts=getattr(args, "seed_subreddit_posts", "keep"),
     )
     check_params(params)
     return params
@@ -1226,7 +1717,12 @@ def _params(args: argparse.Namespace) -> TopicSplitParams:
 
 def _shard_files(args: argparse.Namespace, out_dir: Path, params: TopicSplitParams) -> dict:
     posts_files = parse_key_paths(args.demographic_posts)
-    union = iter_union(posts_files, read_thresholds(args.thresholds))
+    exclude = None
+    if params.seed_subreddit_posts == "exclude":
+        if not args.demographics_file:
+            raise ConfigError("--seed-subreddit-posts exclude needs --demographics-file")
+        exclude = read_seeds(args.demographics_file)
+    union = iter_union(posts_files, read_thresholds(args.thresholds), exclude=exclude)
     return write_shards(cut_shards(union, params.shard_posts, params.shard_bytes), out_dir)
 
 
@@ -1258,11 +1754,16 @@ def run(args: argparse.Namespace) -> int:
         write_parquet(hits, args.out)
     elif args.action == "merge":
         topics = load_topics(args.topics_file)
-        hits = (pl.scan_parquet(p) for p in _existing("--hits", args.hits))
-        best = best_hits(hits, params.top_k)
+        hit_files = _existing("--hits", args.hits)
+        best = best_hits((pl.scan_parquet(p) for p in hit_files), params.top_k)
+        retrieved = retrieved_counts(pl.scan_parquet(p) for p in hit_files)
         posts = pl.scan_parquet(_existing("--shards", args.shards))
         table = topic_posts_table(best, posts, topics, params.drop_fraction)
-        write_outputs(table, topics, sorted(args.demographics), args)
+        demographics = sorted(args.demographics)
+        seeds = read_seeds(args.demographics_file)
+        members = post_members(posts, table)
+        result = finish_splits(table, best, retrieved, topics, demographics, params, seeds, members)
+        write_outputs(result, topics, demographics, args)
     else:  # run
         topics = load_topics(args.topics_file)
         out_dir = Path(args.out_topic_posts).parent
@@ -1270,6 +1771,8 @@ def run(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix=".topic-shards-", dir=out_dir) as tmp:
             plan = _shard_files(args, Path(tmp), params)
             shards = [pl.scan_parquet(Path(tmp) / f"{s['shard']}.parquet") for s in plan["shards"]]
-            table = split_shards(shards, topics, params)
-        write_outputs(table, topics, sorted(parse_key_paths(args.demographic_posts)), args)
+            demographics = sorted(parse_key_paths(args.demographic_posts))
+            seeds = read_seeds(args.demographics_file)
+            result = split_shards_result(shards, topics, params, demographics, seeds)
+        write_outputs(result, topics, demographics, args)
     return 0

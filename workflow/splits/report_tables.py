@@ -46,7 +46,10 @@ REPORT_PAGES = [
         r"demographics/thresholds\.json",
         ["demographics/thresholds.html", "demographics/formula_comparison.html"],
     ),
-    (r"topics/topic_counts\.csv", ["topics/topic_counts.html"]),
+    (
+        r"topics/topic_counts\.csv",
+        ["topics/topic_counts.html", "topics/topic_retrieval.html", "topics/seed_share.html"],
+    ),
     (r"dataset/quadruplets\.parquet", ["dataset/sampling_summary.html"]),
     (
         r"dataset/export/README\.md",
