@@ -23,7 +23,7 @@ rule report_ingest:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_graph:
@@ -45,7 +45,7 @@ rule report_graph:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_demographics:
@@ -73,7 +73,7 @@ rule report_demographics:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_topics:
@@ -95,7 +95,7 @@ rule report_topics:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_sampling:
@@ -117,7 +117,7 @@ rule report_sampling:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_export:
@@ -151,7 +151,7 @@ rule report_export:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_evaluation_metrics:
@@ -188,7 +188,7 @@ rule report_evaluation_metrics:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_evaluation_groups:
@@ -225,7 +225,7 @@ rule report_evaluation_groups:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_evaluation_throughput:
@@ -248,7 +248,7 @@ rule report_evaluation_throughput:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_hypotheses:
@@ -276,7 +276,7 @@ rule report_hypotheses:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_probe_empathy_variants:
@@ -299,7 +299,7 @@ rule report_probe_empathy_variants:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_probe_personalization:
@@ -322,4 +322,4 @@ rule report_probe_personalization:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"

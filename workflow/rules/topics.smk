@@ -28,7 +28,7 @@ checkpoint topic_shards:
         shard_posts=config["topics"]["shard_posts"],
         shard_mb=config["topics"]["shard_mb"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits shard --demographic-posts {input.posts} --thresholds {input.thresholds} --shard-posts {params.shard_posts} --shard-mb {params.shard_mb} --out-dir {output} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits shard --demographic-posts {input.posts:q} --thresholds {input.thresholds:q} --shard-posts {params.shard_posts:q} --shard-mb {params.shard_mb:q} --out-dir {output:q} > {log:q} 2>&1"
 
 
 rule topic_shard_stats:
@@ -49,7 +49,7 @@ rule topic_shard_stats:
     params:
         index=config["topics"]["index"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits stats --shard {input.shard} --index {params.index} --out-vocab {output.vocab} --out-counts {output.counts} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits stats --shard {input.shard:q} --index {params.index:q} --out-vocab {output.vocab:q} --out-counts {output.counts:q} > {log:q} 2>&1"
 
 
 rule topic_global_stats:
@@ -69,7 +69,7 @@ rule topic_global_stats:
     resources:
         mem_mb=4000,
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits global-stats --vocab {input.vocab} --counts {input.counts} --topics-file {input.topics} --out {output} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits global-stats --vocab {input.vocab:q} --counts {input.counts:q} --topics-file {input.topics:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule topic_shard_score:
@@ -91,7 +91,7 @@ rule topic_shard_score:
     params:
         top_k=config["topics"]["top_k"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard} --global-stats {input.stats} --topics-file {input.topics} --top-k {params.top_k} --out {output} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard:q} --global-stats {input.stats:q} --topics-file {input.topics:q} --top-k {params.top_k:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule topic_splits:
@@ -117,7 +117,7 @@ rule topic_splits:
         drop_fraction=config["topics"]["drop_fraction"],
         demographics=DEMOGRAPHIC_KEYS,
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits} --shards {input.shards} --demographics {params.demographics} --topics-file {input.topics} --top-k {params.top_k} --drop-fraction {params.drop_fraction} --out-topics {output.topics} --out-topic-posts {output.topic_posts} --out-counts {output.counts} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits:q} --shards {input.shards:q} --demographics {params.demographics:q} --topics-file {input.topics:q} --top-k {params.top_k:q} --drop-fraction {params.drop_fraction:q} --out-topics {output.topics:q} --out-topic-posts {output.topic_posts:q} --out-counts {output.counts:q} > {log:q} 2>&1"
 
 
 # Not in the default DAG: snakemake results/topics/generated_topics.yaml (needs topics.generate.model).
@@ -146,4 +146,4 @@ rule generate_topics:
         seed=SEED,
         cache=f"{RESULTS}/topics/generate_topics_cache.sqlite",
     shell:
-        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories:q} --n-categories {params.n_categories} --n-topics {params.n_topics} --n-keywords {params.n_keywords} --max-tokens {params.max_tokens} --seed {params.seed} --prompt-categories {input.categories} --prompt-topics {input.topics} --prompt-keywords {input.keywords} --cache {params.cache} --out {output} > {log} 2>&1"
+        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories:q} --n-categories {params.n_categories:q} --n-topics {params.n_topics:q} --n-keywords {params.n_keywords:q} --max-tokens {params.max_tokens:q} --seed {params.seed:q} --prompt-categories {input.categories:q} --prompt-topics {input.topics:q} --prompt-keywords {input.keywords:q} --cache {params.cache:q} --out {output:q} > {log:q} 2>&1"

@@ -106,6 +106,16 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
 
+    def _parse_optional(self, arg_string):
+        """A word that starts with a dash but names no option of this parser (a path such as
+        ``-data/x.ndjson`` or ``-out/posts.parquet``, a text) is a value, not an unknown option:
+        the rules pass every path as one quoted word after its option."""
+        parsed = super()._parse_optional(arg_string)
+        found = parsed if isinstance(parsed, list) else [parsed]  # a list from Python 3.12.7
+        if parsed is not None and all(item[0] is None for item in found):
+            return None
+        return parsed
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="splits", description=__doc__.splitlines()[0])
