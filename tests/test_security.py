@@ -4,14 +4,21 @@ limits, and the salt and post-id guarantees of the exported dataset."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import polars as pl
+import pytest
 import yaml
-from conftest import copy_repo
+from conftest import copy_repo, error_lines
 from snakemake.utils import update_config
+from splits.io import ParquetAppender, atomic_path, write_json, write_parquet, write_text
 
 REPO = Path(__file__).resolve().parents[1]
 SALT = "test-salt-issue26"
@@ -21,7 +28,7 @@ HOSTILE_DIR = "-in put 'q' \"dq\" `touch PWNED_BT`; touch PWNED_SEMI; ü"
 HOSTILE_OUT = "-res ult 'q' \"dq\" `touch PWNED_OUT`; $(touch PWNED_OUT2) é"
 
 
-def _run(work: Path, *args: str, env: dict | None = None, timeout: int = 1200):
+def _run(work: Path, *args: str, env: dict | None = None, timeout: int = 1200, umask: int = -1):
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
     return subprocess.run(
         cmd,
@@ -30,6 +37,7 @@ def _run(work: Path, *args: str, env: dict | None = None, timeout: int = 1200):
         text=True,
         timeout=timeout,
         env={**os.environ, "PYTHONHASHSEED": "0", **(env or {})},
+        umask=umask,
     )
 
 
@@ -90,10 +98,118 @@ def test_hostile_names_run_no_command_and_the_pipeline_completes(tmp_path):
             },
         },
     )
-    proc = _run(work, env={"SPLITS_SALT": SALT})
+    proc = _run(work, env={"SPLITS_SALT": SALT}, umask=0o002)
     assert not _pwned(tmp_path), _pwned(tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = work / HOSTILE_OUT
+    # every output has the umask's mode (0664 under 002): the group can read the results
+    modes = {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
+    assert modes == {"0o664"}, modes
     assert (out / "dataset" / "export" / "README.md").is_file()
     assert (out / "posts" / "posts.parquet").is_file()
     assert not (work / "results").exists()
+
+
+#: Snakemake stopped (SIGSTOP) right after it took its locks, before ``onstart``: the window in
+#: which the run's owner was not yet recorded
+STOP_AFTER_LOCK = """
+import os, signal, sys
+from contextlib import contextmanager
+from snakemake.persistence import PersistenceBase
+from snakemake.cli import main
+
+taking = PersistenceBase.lock.__wrapped__
+
+@contextmanager
+def lock_then_stop(self):
+    with contextmanager(taking)(self):
+        os.kill(os.getpid(), signal.SIGSTOP)
+        yield
+
+PersistenceBase.lock = lock_then_stop
+sys.argv = ["snakemake", *sys.argv[1:]]
+main()
+"""
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
+
+
+def test_second_run_in_the_lock_window_refuses_and_keeps_the_first_runs_locks(tmp_path):
+    """The first run is stopped inside the window (its locks taken, its owner not recorded by
+    ``onstart``; the folder holds the owner record of an earlier, killed run): a second plain run
+    stops with one line naming the first, and the first run's locks stay."""
+    work = copy_repo(tmp_path / "repo")
+    state = work / ".snakemake"
+    state.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    # the owner record a killed earlier run left (its process is gone)
+    (state / "splits_lock_owner.json").write_text(
+        json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout), "started": 1.0})
+    )
+    target = "results/sample/synth_meta.json"
+    script = tmp_path / "stop_after_lock.py"
+    script.write_text(STOP_AFTER_LOCK)
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    first = subprocess.Popen(
+        [sys.executable, str(script), "--cores", "1", target],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+    try:
+        deadline = time.time() + 300
+        while not _stopped(first.pid):
+            assert first.poll() is None, "the first run ended before taking its locks"
+            assert time.time() < deadline, "the first run never reached its locks"
+            time.sleep(0.1)
+        locks = sorted(p.name for p in (state / "locks").glob("*.lock"))
+        assert locks, "the first run holds no lock"
+        second = _run(work, target, timeout=300)
+        lines = error_lines(second.stderr)
+        assert second.returncode != 0
+        assert len(lines) == 1, second.stderr
+        assert f"pid {first.pid}" in lines[0] and "running in this folder" in lines[0], lines
+        assert sorted(p.name for p in (state / "locks").glob("*.lock")) == locks
+        assert not (work / target).exists()
+        dry = _run(work, target, "-n", timeout=300)  # a dry run makes nothing: let through
+        assert dry.returncode == 0, dry.stderr[-2000:]
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+
+
+@pytest.mark.parametrize("mask", [0o002, 0o022, 0o077])
+def test_outputs_have_the_umasks_mode(tmp_path, mask):
+    """Every writer of splits.io gives its output the mode of a plain ``open`` under the umask
+    (0664 under umask 002: the group reads and writes results), not mkstemp's 0600."""
+    frame = pl.DataFrame({"a": [1, 2]})
+    old = os.umask(mask)
+    try:
+        paths = [
+            write_parquet(frame, tmp_path / "t.parquet"),
+            write_json({"a": 1}, tmp_path / "t.json"),
+            write_text("x", tmp_path / "t.txt"),
+        ]
+        appender = ParquetAppender(tmp_path / "a.parquet")
+        appender.write(frame)
+        paths.append(appender.close())
+        with atomic_path(tmp_path / "any.bin") as tmp:
+            tmp.write_bytes(b"x")
+        paths.append(tmp_path / "any.bin")
+    finally:
+        os.umask(old)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in paths} == {
+        p.name: oct(0o666 & ~mask) for p in paths
+    }
