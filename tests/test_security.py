@@ -213,3 +213,134 @@ def test_outputs_have_the_umasks_mode(tmp_path, mask):
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in paths} == {
         p.name: oct(0o666 & ~mask) for p in paths
     }
+
+
+def _splits(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "splits.cli", *args], cwd=cwd, capture_output=True, text=True, **kw
+    )
+
+
+def _posts_and_report(folder: Path) -> tuple[Path, Path]:
+    """A small posts shard and its ingest report, as `splits ingest` writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    posts = folder / "a.parquet"
+    write_parquet(
+        pl.DataFrame(
+            {"id": ["x1"], "author": ["u"], "subreddit": ["s"], "text": ["hello"], "created": [1]}
+        ),
+        posts,
+    )
+    report = write_json({"rows": 1}, folder / "a.report.json")
+    return posts, report
+
+
+def test_damaged_and_unreadable_inputs_are_one_line_naming_the_file(tmp_path):
+    """Truncated and empty Parquet, cut JSON, a folder where a file belongs: each stops the
+    stage with one line naming the file and what is wrong, before the stage reads anything."""
+    posts, report = _posts_and_report(tmp_path / "in")
+    data = posts.read_bytes()
+    cases = {}
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(data[: len(data) // 2])
+    cases["cut"] = (["--posts", str(cut), "--reports", str(report)], cut, "damaged Parquet")
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    cases["empty"] = (["--posts", str(empty), "--reports", str(report)], empty, "empty Parquet")
+    half = tmp_path / "half.report.json"
+    half.write_text(report.read_text()[:5])
+    cases["json"] = (["--posts", str(posts), "--reports", str(half)], half, "damaged JSON")
+    folder = tmp_path / "folder.parquet"
+    folder.mkdir()
+    cases["folder"] = (["--posts", str(folder), "--reports", str(report)], folder, "directory")
+    for name, (args, path, what) in cases.items():
+        out = tmp_path / f"out-{name}"
+        proc = _splits(
+            "merge-posts",
+            *args,
+            "--out",
+            str(out / "posts.parquet"),
+            "--report",
+            str(out / "r.json"),
+            cwd=tmp_path,
+        )
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode != 0, name
+        assert "Traceback" not in proc.stderr, (name, proc.stderr[-2000:])
+        assert len(lines) == 1, (name, proc.stderr)
+        assert str(path) in lines[0] and what in lines[0], (name, lines)
+        assert not (out / "posts.parquet").exists()
+
+
+def test_making_rule_is_read_from_snakemakes_record(tmp_path, monkeypatch):
+    from base64 import urlsafe_b64encode
+
+    from splits.filecheck import making_rule, remedy
+
+    monkeypatch.chdir(tmp_path)
+    name = "results/posts/posts.parquet"
+    meta = tmp_path / ".snakemake" / "metadata"
+    meta.mkdir(parents=True)
+    (meta / urlsafe_b64encode(name.encode()).decode()).write_text(json.dumps({"rule": "merge"}))
+    assert making_rule(name) == "merge"
+    assert remedy(name) == "re-create it: snakemake --cores all --forcerun merge"
+    assert making_rule("other.parquet") is None
+    assert "replace it" in remedy("other.parquet")
+
+
+def test_damaged_intermediate_stops_with_one_line_and_forcerun_remakes_it(tmp_path):
+    """The issue's case: a truncated results/posts/posts.parquet. The next stage stops with one
+    line naming the file and `--forcerun merge_posts`; that command then finishes the run."""
+    work = copy_repo(tmp_path / "repo")
+    posts = work / "results" / "posts" / "posts.parquet"
+    made = _run(work, "results/posts/posts.parquet", timeout=900)
+    assert made.returncode == 0, made.stderr[-3000:]
+    data = posts.read_bytes()
+    posts.write_bytes(data[: len(data) // 2])
+    target = "results/graph/summary.json"
+    proc = _run(work, target, timeout=900)
+    assert proc.returncode != 0
+    named = [line for line in proc.stderr.splitlines() if "damaged Parquet file" in line]
+    assert named and "results/posts/posts.parquet: " in named[0], proc.stderr[-3000:]
+    assert "snakemake --cores all --forcerun merge_posts" in named[0]
+    log = (work / "logs" / "graph" / "graph.log").read_text()
+    assert "Traceback" not in proc.stderr + log, log[-3000:]
+    fixed = _run(work, target, "--forcerun", "merge_posts", timeout=900)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+
+
+def test_full_disk_is_one_line_naming_the_path_and_leaves_no_partial_output(tmp_path):
+    """A write the file system refuses (here the process's file-size limit, as a full disk
+    would: the same errors reach the writers) stops synth with one line naming the path and the
+    cause, and leaves neither a truth file, a corpus shard, nor the parts folder."""
+    import resource
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    truth = tmp_path / "truth"
+    proc = _splits(
+        "synth",
+        "--demographics",
+        str(REPO / "config" / "demographics.sample.yaml"),
+        "--topics",
+        str(REPO / "config" / "topics.yaml"),
+        "--out",
+        str(tmp_path / "corpus"),
+        "--truth-dir",
+        str(truth),
+        "--posts",
+        "20000",
+        cwd=tmp_path,
+        preexec_fn=small_files,
+    )
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("splits synth: error: "), last
+    assert str(tmp_path) in last and "file too large" in last, last
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert not (truth / ".post_truth_parts").exists(), left
+    assert not (truth / "post_truth.parquet").exists(), left
+    assert not [p for p in left if p.startswith("corpus/")], left

@@ -16,6 +16,7 @@ import time
 
 from splits import __version__
 from splits.config import ConfigError, InputError
+from splits.filecheck import check_inputs, os_errno, os_error_line
 from splits.llm.base import LLMError
 from splits.llm.secrets import ScrubbingFilter, scrub_secrets
 
@@ -145,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
             handler.addFilter(ScrubbingFilter())
     start = time.perf_counter()
     try:
+        check_inputs(args)  # a damaged or unreadable input: one line naming it (splits.filecheck)
         status = int(module.run(args) or 0)
+    except OSError as err:  # a full disk, a refused write: one line naming the path
+        print(f"splits {known.command}: error: {os_error_line(err, args=args)}", file=sys.stderr)
+        return 1
     except ConfigError as err:
         print(f"splits {known.command}: config error: {scrub_secrets(str(err))}", file=sys.stderr)
         return 2
@@ -155,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     except LLMError as err:
         print(f"splits {known.command}: model error: {scrub_secrets(str(err))}", file=sys.stderr)
         return 3
+    except Exception as err:  # polars and pyarrow quote an OS error in their own exceptions
+        if os_errno(err) is None:
+            raise
+        print(f"splits {known.command}: error: {os_error_line(err, args=args)}", file=sys.stderr)
+        return 1
     # the job's own peak (kernel high-water mark of this process), for logs and benchmarks
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     logging.getLogger("splits").info(
