@@ -34,6 +34,8 @@ OUTPUT_DESTS = ("report", "summary", "pages")
 #: read by their own code (SQLite caches, opened read-write; model folders)
 SKIPPED_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".lock")
 SNAKEMAKE_STATE = Path(".snakemake")
+#: JSON files read whole by the check (larger ones are dumps, read by their own stage)
+MAX_JSON_BYTES = 64 << 20
 #: files, never folders, in this pipeline
 FILE_SUFFIXES = (".parquet", ".json")
 
@@ -125,13 +127,15 @@ def check_file(path: str | Path) -> None:
             raise damaged(path, f"damaged Parquet file ({_short(err)})") from None
         except Exception as err:  # pyarrow's ArrowInvalid and kin: a damaged footer
             raise damaged(path, f"damaged Parquet file ({_short(err)})") from None
-    elif name.endswith(".json"):
+    elif name.endswith(".json") and path.stat().st_size <= MAX_JSON_BYTES:
         try:
             with open(path, encoding="utf-8") as fh:
                 json.load(fh)
         except UnicodeDecodeError as err:
             raise damaged(path, f"damaged JSON file (not UTF-8 at byte {err.start})") from None
         except json.JSONDecodeError as err:
+            if err.msg == "Extra data":  # JSON lines (a Pushshift dump named .json)
+                return
             raise damaged(
                 path, f"damaged JSON file (line {err.lineno}, column {err.colno}: {err.msg})"
             ) from None
