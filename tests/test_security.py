@@ -272,6 +272,15 @@ def test_damaged_and_unreadable_inputs_are_one_line_naming_the_file(tmp_path):
         assert not (out / "posts.parquet").exists()
 
 
+def test_json_lines_named_json_are_not_called_damaged(tmp_path):
+    """A Pushshift dump named ``RC_....json`` holds one JSON object per line: no error."""
+    from splits.filecheck import check_file
+
+    dump = tmp_path / "RC_2015-01.json"
+    dump.write_text('{"id": "a"}\n{"id": "b"}\n')
+    check_file(dump)
+
+
 def test_making_rule_is_read_from_snakemakes_record(tmp_path, monkeypatch):
     from base64 import urlsafe_b64encode
 
@@ -344,3 +353,86 @@ def test_full_disk_is_one_line_naming_the_path_and_leaves_no_partial_output(tmp_
     assert not (truth / ".post_truth_parts").exists(), left
     assert not (truth / "post_truth.parquet").exists(), left
     assert not [p for p in left if p.startswith("corpus/")], left
+
+
+# --------------------------------------------------------------------------- privacy
+
+
+def test_real_inputs_without_a_salt_stop_before_any_job(tmp_path):
+    """synth.enabled false and no $SPLITS_SALT: one line naming the variable, no job run (before:
+    the public development salt hashed real usernames, reversible by dictionary)."""
+    work = copy_repo(tmp_path / "repo")
+    dump = work / "RC_2019-01.ndjson"
+    dump.write_text('{"id": "a1", "author": "u", "subreddit": "s", "body": "hi"}\n')
+    _configure(work, {"synth": {"enabled": False}, "ingest": {"inputs": [dump.name]}})
+    env = {k: v for k, v in os.environ.items() if k != "SPLITS_SALT"}
+    env["PYTHONHASHSEED"] = "0"
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    lines = error_lines(proc.stderr)
+    assert proc.returncode != 0
+    assert len(lines) == 1 and "$SPLITS_SALT is not set" in lines[0], proc.stderr[-2000:]
+    assert not (work / "logs").exists() and not (work / "results").exists()
+    dry = _run(work, "-n", env={"SPLITS_SALT": SALT}, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+
+
+def _hmac16(salt: str, message: str) -> str:
+    import hashlib
+    import hmac
+
+    return hmac.new(salt.encode(), message.encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def test_export_card_says_post_ids_link_rows_and_post_ids_can_be_hashed_or_dropped(
+    tmp_path, default_run
+):
+    dataset = default_run / "results" / "dataset"
+    card = (dataset / "export" / "README.md").read_text()
+    assert "every row links back to its author's Reddit account" in card
+    source_q = pl.read_parquet(dataset / "quadruplets.parquet")
+    source_t = pl.read_parquet(default_run / "results" / "topics" / "topic_posts.parquet")
+    ids = set(source_t["post_id"])
+    out = {}
+    for mode in ("hash", "drop"):
+        out[mode] = tmp_path / mode
+        proc = _splits(
+            "export",
+            "--quadruplets",
+            str(dataset / "quadruplets.parquet"),
+            "--topic-posts",
+            str(default_run / "results" / "topics" / "topic_posts.parquet"),
+            "--post-ids",
+            mode,
+            "--out-dir",
+            str(out[mode]),
+            cwd=tmp_path,
+            env={**os.environ, "SPLITS_SALT": SALT},
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    hashed_q = pl.read_parquet(out["hash"] / "quadruplets.parquet")
+    hashed_t = pl.read_parquet(out["hash"] / "topic_posts.parquet")
+    # the formula, written here: HMAC-SHA256(salt, "post:" + id), 16 hex digits
+    assert hashed_t["post_id"].to_list() == [
+        _hmac16(SALT, f"post:{i}") for i in source_t["post_id"]
+    ]
+    assert hashed_q["sample_A_ids"].to_list() == [
+        [_hmac16(SALT, f"post:{i}") for i in row] for row in source_q["sample_A_ids"]
+    ]
+    # no Reddit id is left, and rows still join across the files
+    exported = set(hashed_t["post_id"]) | set(hashed_q["example_post_ids"].explode())
+    assert not exported & ids
+    assert set(hashed_q["example_post_ids"].explode()) <= set(hashed_t["post_id"])
+    assert "replaced by salted hashes" in (out["hash"] / "README.md").read_text()
+    dropped_q = pl.read_parquet(out["drop"] / "quadruplets.parquet")
+    dropped_t = pl.read_parquet(out["drop"] / "topic_posts.parquet")
+    gone = {"post_id", "example_post_ids", "sample_A_ids", "sample_B_ids"}
+    assert not gone & set(dropped_q.columns) and not gone & set(dropped_t.columns)
+    assert dropped_q.height == source_q.height and dropped_t.height == source_t.height
+    assert "post ids are dropped" in (out["drop"] / "README.md").read_text()

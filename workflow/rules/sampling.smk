@@ -47,7 +47,8 @@ rule export_dataset:
     params:
         k=config["sampling"]["k"],
         salt_env=config["export"]["salt_env"],
+        post_ids=config["export"]["post_ids"],
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
         out_dir=lambda wildcards, output: str(Path(output.card).parent),
     shell:
-        "splits export --quadruplets {input.quadruplets:q} --topic-posts {input.topic_posts:q} --k {params.k:q} --salt-env {params.salt_env:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "splits export --quadruplets {input.quadruplets:q} --topic-posts {input.topic_posts:q} --k {params.k:q} --salt-env {params.salt_env:q} --post-ids {params.post_ids:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
