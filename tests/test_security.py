@@ -87,12 +87,15 @@ def test_hostile_names_run_no_command_and_the_pipeline_completes(tmp_path):
     (corpus / "RS_sample-0.ndjson").rename(hostile / "RS_`touch PWNED2`;x \"q\" 'q'.ndjson")
     topics = hostile / "topics it's $(touch PWNED3).yaml"
     topics.write_text((work / "config" / "topics.yaml").read_text())
+    groups = hostile / "-demographics `touch PWNED4` ü.yaml"
+    groups.write_text((work / "config" / "demographics.sample.yaml").read_text())
     _configure(
         work,
         {
             "synth": {"enabled": False},
             "outdir": HOSTILE_OUT,
             "topics": {"file": str(topics.relative_to(work))},
+            "demographics": {"file": str(groups.relative_to(work))},
             "ingest": {
                 "inputs": [str(p.relative_to(work)) for p in sorted(hostile.glob("R*.ndjson"))]
             },
@@ -103,8 +106,8 @@ def test_hostile_names_run_no_command_and_the_pipeline_completes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = work / HOSTILE_OUT
     # every output has the umask's mode (0664 under 002): the group can read the results
-    modes = {oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
-    assert modes == {"0o664"}, modes
+    modes = {str(p): oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
+    assert set(modes.values()) == {"0o664"}, {p: m for p, m in modes.items() if m != "0o664"}
     assert (out / "dataset" / "export" / "README.md").is_file()
     assert (out / "posts" / "posts.parquet").is_file()
     assert not (work / "results").exists()
@@ -222,16 +225,41 @@ def _splits(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
 
 
 def _posts_and_report(folder: Path) -> tuple[Path, Path]:
-    """A small posts shard and its ingest report, as `splits ingest` writes them."""
+    """A small posts shard and its ingest report, made by `splits ingest` from a tiny dump."""
     folder.mkdir(parents=True, exist_ok=True)
-    posts = folder / "a.parquet"
-    write_parquet(
-        pl.DataFrame(
-            {"id": ["x1"], "author": ["u"], "subreddit": ["s"], "text": ["hello"], "created": [1]}
-        ),
-        posts,
+    dump = folder / "RC_2019-01.ndjson"
+    dump.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"c{i}",
+                    "author": f"user{i % 3}",
+                    "subreddit": "soccer",
+                    "body": f"the goal number {i} was great",
+                    "created_utc": 1546300800 + i,
+                    "link_id": "t3_abc",
+                    "parent_id": "t3_abc",
+                    "score": 1,
+                }
+            )
+            + "\n"
+            for i in range(20)
+        )
     )
-    report = write_json({"rows": 1}, folder / "a.report.json")
+    posts, report = folder / "a.parquet", folder / "a.report.json"
+    made = _splits(
+        "ingest",
+        "--input",
+        str(dump),
+        "--shard",
+        "a",
+        "--out",
+        str(posts),
+        "--report",
+        str(report),
+        cwd=folder,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
     return posts, report
 
 
@@ -354,6 +382,51 @@ def test_full_disk_is_one_line_naming_the_path_and_leaves_no_partial_output(tmp_
     assert not (truth / "post_truth.parquet").exists(), left
     assert not [p for p in left if p.startswith("corpus/")], left
 
+    # a Parquet output polars cannot finish (its error quotes the OS error): the output is named
+    posts, report = _posts_and_report(tmp_path / "in")
+    out = tmp_path / "merged"
+
+    def tiny_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    proc = _splits(
+        "merge-posts",
+        "--posts",
+        str(posts),
+        "--reports",
+        str(report),
+        "--out",
+        str(out / "posts.parquet"),
+        "--report",
+        str(out / "report.json"),
+        cwd=tmp_path,
+        preexec_fn=tiny_files,
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith(f"splits merge-posts: error: {out}/"), last
+    assert "file too large" in last
+    assert not out.exists() or not list(out.iterdir())  # no partial output, no temporary
+
+
+def test_os_errors_are_worded_with_the_path_and_the_cause():
+    """Permission denied (not reproducible as root, which reads every file), a full disk quoted
+    inside a polars error, and an error that names no file (then the outputs are named)."""
+    import argparse
+    import errno
+
+    from splits.filecheck import os_error_line
+
+    denied = PermissionError(errno.EACCES, "Permission denied", "results/posts/posts.parquet")
+    assert os_error_line(denied) == "results/posts/posts.parquet: permission denied"
+    full = pl.exceptions.ComputeError("parquet: underlying IO error: No space left (os error 28)")
+    assert os_error_line(full, "out.parquet") == "out.parquet: no space left on the device"
+    args = argparse.Namespace(out_dir="results/graph", posts=["a.parquet"])
+    assert os_error_line(OSError(errno.ENOSPC, "x"), args=args) == (
+        "no space left on the device (while writing results/graph)"
+    )
+
 
 # --------------------------------------------------------------------------- privacy
 
@@ -436,3 +509,18 @@ def test_export_card_says_post_ids_link_rows_and_post_ids_can_be_hashed_or_dropp
     assert not gone & set(dropped_q.columns) and not gone & set(dropped_t.columns)
     assert dropped_q.height == source_q.height and dropped_t.height == source_t.height
     assert "post ids are dropped" in (out["drop"] / "README.md").read_text()
+
+
+def test_response_cache_files_have_the_umasks_mode(tmp_path):
+    """SQLite creates a database 0644 whatever the umask: the cache (and its -wal and -shm
+    files) are made group-writable under umask 002 like every other output."""
+    from splits.llm.cache import ResponseCache
+
+    old = os.umask(0o002)
+    try:
+        cache = ResponseCache(tmp_path / "llm_cache.sqlite")
+        cache._conn.execute("CREATE TABLE t (x)")
+        modes = {p.name: oct(p.stat().st_mode & 0o777) for p in tmp_path.iterdir()}
+    finally:
+        os.umask(old)
+    assert modes and set(modes.values()) == {"0o664"}, modes
