@@ -524,3 +524,49 @@ def test_response_cache_files_have_the_umasks_mode(tmp_path):
     finally:
         os.umask(old)
     assert modes and set(modes.values()) == {"0o664"}, modes
+
+
+def test_a_file_damaged_past_its_footer_is_found_and_named_when_the_stage_fails(tmp_path):
+    """The footer check passes a file whose pages are damaged; the stage then fails inside
+    polars or pyarrow, and every input is read whole to name the damaged one in one line."""
+    import random
+
+    from splits.ingest import POSTS_SCHEMA
+
+    n = 50_000
+    posts = pl.DataFrame(
+        {
+            "post_id": [f"p{i}" for i in range(n)],
+            "kind": ["comment"] * n,
+            "subreddit": [f"s{i % 50}" for i in range(n)],
+            "author": [f"u{i % 997}" for i in range(n)],
+            "created_utc": list(range(n)),
+            "text": [f"hello world {i}" for i in range(n)],
+            "score": [1] * n,
+            "conversation_id": ["c"] * n,
+            "reply_to": [None] * n,
+        },
+        schema=POSTS_SCHEMA,
+    )
+    good = write_parquet(posts, tmp_path / "posts.parquet")
+    data = bytearray(good.read_bytes())
+    noise = random.Random(0)
+    for k in range(1, 10):  # pages across the file, the footer (last bytes) left whole
+        at = len(data) * k // 12
+        data[at : at + 64] = noise.randbytes(64)
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    proc = _splits(
+        "graph",
+        "--posts",
+        str(bad),
+        "--min-posts",
+        "1",
+        "--out-dir",
+        str(tmp_path / "out"),
+        cwd=tmp_path,
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith(f"splits graph: input error: {bad}: damaged Parquet file"), last
+    assert not (tmp_path / "out" / "summary.json").exists()

@@ -16,7 +16,7 @@ import time
 
 from splits import __version__
 from splits.config import ConfigError, InputError
-from splits.filecheck import check_inputs, os_errno, os_error_line
+from splits.filecheck import check_inputs, find_damaged, is_data_error, os_errno, os_error_line
 from splits.llm.base import LLMError
 from splits.llm.secrets import ScrubbingFilter, scrub_secrets
 
@@ -149,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         check_inputs(args)  # a damaged or unreadable input: one line naming it (splits.filecheck)
         status = int(module.run(args) or 0)
     except OSError as err:  # a full disk, a refused write: one line naming the path
+        found = find_damaged(args) if is_data_error(err) else None
+        if found is not None:  # pyarrow's decompression errors are OSErrors with no number
+            print(f"splits {known.command}: input error: {found}", file=sys.stderr)
+            return 2
         print(f"splits {known.command}: error: {os_error_line(err, args=args)}", file=sys.stderr)
         return 1
     except ConfigError as err:
@@ -161,10 +165,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"splits {known.command}: model error: {scrub_secrets(str(err))}", file=sys.stderr)
         return 3
     except Exception as err:  # polars and pyarrow quote an OS error in their own exceptions
-        if os_errno(err) is None:
+        if os_errno(err) is not None:
+            line = os_error_line(err, args=args)
+            print(f"splits {known.command}: error: {line}", file=sys.stderr)
+            return 1
+        # a file damaged past its footer fails while it is read: find it and name it
+        found = find_damaged(args) if is_data_error(err) else None
+        if found is None:
             raise
-        print(f"splits {known.command}: error: {os_error_line(err, args=args)}", file=sys.stderr)
-        return 1
+        print(f"splits {known.command}: input error: {found}", file=sys.stderr)
+        return 2
     # the job's own peak (kernel high-water mark of this process), for logs and benchmarks
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     logging.getLogger("splits").info(

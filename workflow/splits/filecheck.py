@@ -10,7 +10,8 @@ these are the job's inputs): a Parquet file's footer and schema, a JSON file who
 file's first byte. The first one that fails raises :class:`~splits.config.InputError` with one
 line: which file, what is wrong, and what to run: ``snakemake --forcerun <rule>`` with the rule
 that made it (from Snakemake's record of the folder), or, for a file this folder's runs did not
-make, to replace it.
+make, to replace it. A file damaged past its footer passes; when the stage then fails with a
+data error (polars, pyarrow, JSON), :func:`find_damaged` reads every input whole to name it.
 
 :func:`os_error_line` words an ``OSError`` met while a stage runs (no space left on the device,
 permission denied, a file too large) as one line naming the path and the cause.
@@ -145,6 +146,37 @@ def check_inputs(args: Any) -> None:
     """:func:`check_file` on every file of :func:`input_files`."""
     for path in input_files(args):
         check_file(path)
+
+
+def is_data_error(err: BaseException) -> bool:
+    """An error a damaged file raises while it is read (polars, pyarrow, JSON, an OSError that
+    carries no OS error number, as pyarrow's decompression errors do)."""
+    if isinstance(err, OSError):
+        return not err.errno
+    if isinstance(err, ValueError | UnicodeError):  # JSONDecodeError is a ValueError
+        return True
+    module = type(err).__module__ or ""
+    return module.startswith(("polars", "pyarrow"))
+
+
+def find_damaged(args: Any) -> InputError | None:
+    """After a stage failed with a data error that names no file: read every input file whole
+    (Parquet one row group at a time) and return the one-line error of the first damaged one,
+    None when all read (the failure is then not a damaged file's)."""
+    import pyarrow.parquet as pq
+
+    for path in input_files(args):
+        try:
+            check_file(path)
+            if path.name.lower().endswith(".parquet"):
+                parquet = pq.ParquetFile(path)
+                for group in range(parquet.num_row_groups):
+                    parquet.read_row_group(group)
+        except InputError as err:
+            return err
+        except Exception as err:  # noqa: BLE001 - any failure to read it is its damage
+            return damaged(path, f"damaged Parquet file ({_short(err)})")
+    return None
 
 
 CAUSES = {
