@@ -570,3 +570,46 @@ def test_a_file_damaged_past_its_footer_is_found_and_named_when_the_stage_fails(
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert last.startswith(f"splits graph: input error: {bad}: damaged Parquet file"), last
     assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_the_folder_claim_refuses_a_second_run_lets_a_dry_run_through_and_dies_with_its_holder(
+    tmp_path,
+):
+    """splits.runlock directly: a process holds the claim; a run is refused naming it, a dry run
+    and --unlock are let through and remove nothing; once the holder is killed the claim is free
+    and the locks its run left are removed."""
+    from splits import runlock
+
+    state = tmp_path / ".snakemake"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import json, os, socket, sys, time\n"
+            "from splits import runlock\n"
+            f"runlock.claim_folder({str(state)!r}, argv=[])\n"
+            "locks = os.path.join(sys.argv[1], 'locks')\n"
+            "os.makedirs(locks)\n"
+            "open(os.path.join(locks, '0.input.lock'), 'w').close()\n"
+            f"runlock.record_owner({str(state)!r})\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(600)\n",
+            str(state),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(runlock.FolderBusy, match=rf"Snakemake pid {holder.pid} on "):
+            runlock.claim_folder(state, argv=["--cores", "2"])
+        assert runlock.claim_folder(state, argv=["--cores", "2", "-n"]) is False
+        assert runlock.claim_folder(state, argv=["--unlock"]) is False
+        assert (state / "locks" / "0.input.lock").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert runlock.claim_folder(state, argv=["--cores", "2"]) is True
+    assert not (state / "locks" / "0.input.lock").exists()  # the killed run's lock
+    record = json.loads((state / runlock.CLAIM_FILE).read_text())
+    assert record["pid"] == os.getpid()

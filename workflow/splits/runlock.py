@@ -36,8 +36,9 @@ import psutil
 OWNER_FILE = "splits_lock_owner.json"
 CLAIM_FILE = "splits_run.lock"
 
-#: the claim of this process (an open descriptor holding the flock), kept until it exits
-_CLAIM: dict[str, int] = {}
+#: the claims of this process (state folder -> an open descriptor holding its flock), kept until
+#: the process exits
+_CLAIMS: dict[Path, int] = {}
 
 #: Snakemake options with which a command runs no job and takes no lock of its own
 NO_JOB_OPTIONS = (
@@ -123,9 +124,9 @@ def claim_folder(state_dir: str | Path = ".snakemake", argv: list[str] | None = 
     the locks a killed run left. Raises :class:`FolderBusy` (one line naming the running process)
     when another process holds the claim and this command runs jobs. Returns whether this process
     holds the claim."""
-    if "fd" in _CLAIM:
-        return True
     state = Path(state_dir)
+    if state.resolve() in _CLAIMS:
+        return True
     state.mkdir(parents=True, exist_ok=True)
     fd = os.open(state / CLAIM_FILE, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -144,7 +145,7 @@ def claim_folder(state_dir: str | Path = ".snakemake", argv: list[str] | None = 
         return False
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(_me()).encode(), 0)
-    _CLAIM["fd"] = fd
+    _CLAIMS[state.resolve()] = fd
     release_stale_locks(state)
     return True
 
@@ -152,7 +153,7 @@ def claim_folder(state_dir: str | Path = ".snakemake", argv: list[str] | None = 
 def record_owner(state_dir: str | Path = ".snakemake") -> None:
     """Record this process as the holder of the working directory's Snakemake locks (at
     ``onstart``, after Snakemake locked; only the process that claimed the folder records)."""
-    if "fd" not in _CLAIM:
+    if Path(state_dir).resolve() not in _CLAIMS:
         return
     path = Path(state_dir) / OWNER_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
