@@ -18,6 +18,7 @@ import pytest
 import yaml
 from conftest import copy_repo, error_lines
 from snakemake.utils import update_config
+from splits.config import InputError
 from splits.io import ParquetAppender, atomic_path, write_json, write_parquet, write_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -307,6 +308,14 @@ def test_json_lines_named_json_are_not_called_damaged(tmp_path):
     dump = tmp_path / "RC_2015-01.json"
     dump.write_text('{"id": "a"}\n{"id": "b"}\n')
     check_file(dump)
+    # its stage counts a malformed or non-UTF-8 line as a skip: the check leaves them to it
+    dump.write_bytes(b'{"id": \xff\n{"id": "b"}\n')
+    check_file(dump)
+    # a pretty-printed report cut short is still damaged
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"a": [{"b": 1}, {"c": 2}]}, indent=2)[:-3])
+    with pytest.raises(InputError, match="damaged JSON file"):
+        check_file(report)
 
 
 def test_making_rule_is_read_from_snakemakes_record(tmp_path, monkeypatch):

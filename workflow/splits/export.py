@@ -120,18 +120,20 @@ def protect_post_ids(frame: pl.DataFrame, which: str, mode: str, salt: str) -> p
     if mode == "drop":
         return frame.drop(columns)
 
-    def one(value: str | None) -> str | None:
-        return None if value is None else hash_post_id(value, salt)
+    lists = [c for c in columns if isinstance(frame.schema[c], pl.List)]
+    distinct = pl.concat(
+        [frame.get_column(c).explode() if c in lists else frame.get_column(c) for c in columns]
+    )
+    old = distinct.drop_nulls().unique().to_list()  # each distinct id hashed once
+    new = [hash_post_id(value, salt) for value in old]
 
-    exprs = []
-    for column in columns:
-        if isinstance(frame.schema[column], pl.List):
-            exprs.append(
-                pl.col(column).list.eval(pl.element().map_elements(one, return_dtype=pl.String))
-            )
-        else:
-            exprs.append(pl.col(column).map_elements(one, return_dtype=pl.String))
-    return frame.with_columns(exprs)
+    def hashed(expr: pl.Expr) -> pl.Expr:
+        return expr.replace_strict(old, new, default=None, return_dtype=pl.String)
+
+    return frame.with_columns(
+        pl.col(c).list.eval(hashed(pl.element())) if c in lists else hashed(pl.col(c))
+        for c in columns
+    )
 
 
 def post_id_statement(mode: str) -> str:
