@@ -127,8 +127,11 @@ def claim_folder(state_dir: str | Path = ".snakemake", argv: list[str] | None = 
     state = Path(state_dir)
     if state.resolve() in _CLAIMS:
         return True
-    state.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state / CLAIM_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state / CLAIM_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:  # a read-only folder: Snakemake's own lock (and its message) decide
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
