@@ -35,10 +35,12 @@ import time
 from splits.health import print_run_health, run_health_lines
 from splits.llm.serve import export_settings, stop_servers
 from splits.report_tables import report_pages
-from splits.runlock import record_owner, release_stale_locks
+from splits.runlock import claim_folder_or_stop, record_owner
 
-# a run killed with SIGKILL leaves its locks: the next plain command removes them (splits.runlock)
-release_stale_locks()
+# one run per folder; a run killed with SIGKILL leaves its locks: the next plain command removes
+# them (splits.runlock). Jobs that read the Snakefile again (cluster jobs) claim nothing.
+if workflow.is_main_process:
+    claim_folder_or_stop()
 
 
 onstart:

@@ -70,7 +70,7 @@ def test_empty_input_stops_at_merge_with_one_line_naming_it(tmp_path):
     empty = tmp_path / "RC_2019-01.ndjson"
     empty.write_bytes(b"")
     work = _workdir(tmp_path, {"synth": {"enabled": False}, "ingest": {"inputs": [str(empty)]}})
-    proc = _snakemake(work)
+    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt"})  # real inputs need a salt
     assert proc.returncode != 0
     line = _error_line(work, "logs/merge_posts/merge_posts.log", "splits merge-posts:")
     assert "input error: no posts after ingest" in line and str(empty) in line
@@ -145,7 +145,7 @@ def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
         },
         {"config/cornell.yaml": yaml.safe_dump(CORNELL_DEMOGRAPHICS)},
     )
-    proc = _snakemake(work)
+    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt"})  # real inputs need a salt
     assert proc.returncode != 0
     summary = json.loads((work / "results" / "graph" / "summary.json").read_text())
     assert summary["subreddits_kept"] == 1

@@ -393,3 +393,76 @@ def test_a_run_without_table_or_encoder_still_answers(run, tmp_path, monkeypatch
     assert answer.result.rows.height == 5 and answer.result.triviality is None
     assert "Triviality: not computed" in answer_html(answer, sandbox.names, sandbox.settings)
     assert sandbox.table_view(0.05)[1] == 0 and sandbox.choices()["topics"] == []
+
+
+# --------------------------------------------------------------------------- limits (issue 26)
+
+
+def test_a_huge_query_is_refused_unread_and_not_echoed():
+    """A 1 MB lexicon is refused with one short line (before: echoed back whole); an entry
+    quoted back in a message is cut short."""
+    from splits.sandbox.query import max_query_chars
+
+    limits = Limits()
+    for text in ("goal " * 200_000, "!" * 1_000_000):
+        with pytest.raises(QueryError, match="characters; at most") as err:
+            parse_lexicon(text, limits)
+        assert len(str(err.value)) < 200 and str(max_query_chars(limits)) in str(err.value).replace(
+            ",", ""
+        )
+    with pytest.raises(QueryError, match="no letter or digit") as err:
+        parse_lexicon('"' + "!" * 5000 + '"', limits)
+    assert len(str(err.value)) < 200
+
+
+def test_lone_surrogates_and_control_characters_are_cleaned():
+    assert parse_lexicon("goal\ud800, on\x00side, \x1b[31mred") == ["goal", "on", "side", "[31mred"]
+    with pytest.raises(QueryError, match="the lexicon is empty"):
+        parse_lexicon("\udfff\x07\x85")
+
+
+def test_a_surrogate_in_a_query_gives_an_answer_the_page_can_send(sandbox):
+    """Before: a lone surrogate reached the answer, which could not be encoded for the page."""
+    session = Session()
+    answer = sandbox.ask("goal\ud800", "Soccer\x00", "black", "jewish", session)
+    clean = sandbox.ask("goal", "Soccer", "black", "jewish", Session())
+    assert answer.result.rows.equals(clean.result.rows)
+    page = answer_html(answer, sandbox.names, sandbox.settings) + session_html(
+        session, sandbox.settings
+    )
+    page.encode("utf-8")  # raises on a lone surrogate
+
+
+def test_a_session_is_capped_and_a_repeated_query_still_fits(sandbox, monkeypatch):
+    from splits.sandbox import query
+
+    monkeypatch.setattr(query, "MAX_SESSION_QUERIES", 3)
+    session = Session()
+    for word in ("goal", "match", "team"):
+        sandbox.ask(word, "Soccer", "black", "jewish", session)
+    sandbox.ask("goal", "Soccer", "black", "jewish", session)  # the same test: replaced
+    with pytest.raises(QueryError, match="reload the page to start a new session") as err:
+        sandbox.ask("league", "Soccer", "black", "jewish", session)
+    assert "\n" not in str(err.value)
+    assert len(session.results) == 3
+
+
+def test_sessions_expire_and_their_number_is_capped(sandbox, monkeypatch):
+    """Each page's session is dropped SESSION_TTL_S after its last use and the server keeps at
+    most MAX_SESSIONS of them (Gradio's state store)."""
+    gr = pytest.importorskip("gradio")
+    from splits.sandbox import app as sandbox_app
+    from splits.sandbox.query import MAX_SESSIONS, SESSION_TTL_S
+
+    seen = {}
+
+    def fake_launch(self, **kwargs):
+        seen["blocks"] = self
+        seen["kwargs"] = kwargs
+
+    monkeypatch.setattr(gr.Blocks, "launch", fake_launch)
+    sandbox_app.launch(sandbox, "127.0.0.1", 7860, block=False)
+    assert seen["kwargs"]["state_session_capacity"] == MAX_SESSIONS
+    states = [b for b in seen["blocks"].blocks.values() if isinstance(b, gr.State)]
+    sessions = [s for s in states if isinstance(s.value, Session)]
+    assert sessions and all(s.time_to_live == SESSION_TTL_S for s in sessions)

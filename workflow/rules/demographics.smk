@@ -28,9 +28,9 @@ rule groupness:
         ),
         formula=config["demographics"]["groupness"],
         top_user_fraction=config["demographics"]["top_user_fraction"],
-        bots=lambda wildcards, input: (f"--bots {input.bots}" if input.bots else ""),
+        bots=lambda wildcards, input: ["--bots", *input.bots] if input.bots else [],
     shell:
-        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {params.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts:q} --subreddits {input.subreddits:q} --demographics {params.demographics:q} --demographic {wildcards.demographic:q} --formula {params.formula:q} --top-user-fraction {params.top_user_fraction:q} {params.bots:q} --out-users {output.users:q} --out-posts {output.posts:q} --out-report {output.report:q} > {log:q} 2>&1"
 
 
 rule selfid:
@@ -74,7 +74,7 @@ rule selfid:
         bins=config["demographics"]["bins"],
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
-        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {params.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args:q} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users:q} --posts {input.posts:q} --demographics {params.demographics:q} --demographic {wildcards.demographic:q} --verifier {params.verifier:q} {params.verifier_args:q} --llm-cache {params.llm_cache:q} --context-chars {params.context_chars:q} --bins {params.bins:q} --out-matches {output.matches:q} --out-curve {output.curve:q} --out-threshold {output.threshold:q} --out-comparison {output.comparison:q} --out-plot {output.plot:q} > {log:q} 2>&1"
 
 
 rule selfid_summary:
@@ -101,4 +101,4 @@ rule selfid_summary:
     resources:
         mem_mb=1024,
     shell:
-        "splits selfid summary --thresholds {input.thresholds} --comparisons {input.comparisons} --out-thresholds {output.thresholds} --out-csv {output.csv} --out-md {output.md} > {log} 2>&1"
+        "splits selfid summary --thresholds {input.thresholds:q} --comparisons {input.comparisons:q} --out-thresholds {output.thresholds:q} --out-csv {output.csv:q} --out-md {output.md:q} > {log:q} 2>&1"

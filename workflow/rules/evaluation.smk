@@ -33,7 +33,7 @@ rule evaluation_sweep_dataset:
     params:
         seed=SEED,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts} --k {wildcards.k} --seed {params.seed} --out {output.quadruplets} --summary {output.summary} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {wildcards.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} > {log:q} 2>&1"
 
 
 rule evaluation_subsample:
@@ -59,7 +59,7 @@ rule evaluation_subsample:
         layout=config["evaluation"]["dataset_layout"],
         n_rows=evaluation_rows_count,
     shell:
-        "splits theorize subsample --dataset {input.dataset} --rows {params.n_rows} --seed {params.seed} --layout {params.layout} --topics {input.topics} --out {output.rows} --report {output.report} > {log} 2>&1"
+        "splits theorize subsample --dataset {input.dataset:q} --rows {params.n_rows:q} --seed {params.seed:q} --layout {params.layout:q} --topics {input.topics:q} --out {output.rows:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 checkpoint evaluation_tm_batch:
@@ -97,7 +97,7 @@ checkpoint evaluation_tm_batch:
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits model-batch tm --plan {params.plan:q} --demographics {params.demographics} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --report {output.report} > {log} 2>&1"
+        "splits model-batch tm --plan {params.plan:q} --demographics {params.demographics:q} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule evaluation_theorize:
@@ -135,7 +135,7 @@ rule evaluation_theorize:
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits theorize generate --rows {input.rows} --k {wildcards.k} --demographics {params.demographics} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output} > {log} 2>&1"
+        "splits theorize generate --rows {input.rows:q} --k {wildcards.k:q} --demographics {params.demographics:q} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --out {output:q} > {log:q} 2>&1"
 
 
 checkpoint evaluation_cm_batch:
@@ -169,7 +169,7 @@ checkpoint evaluation_cm_batch:
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits model-batch cm --plan {params.plan:q} --template {input.template} --demographics {params.demographics} {params.model_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --report {output.report} > {log} 2>&1"
+        "splits model-batch cm --plan {params.plan:q} --template {input.template:q} --demographics {params.demographics:q} {params.model_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule evaluation_classify:
@@ -206,7 +206,7 @@ rule evaluation_classify:
         max_post_chars=config["evaluation"]["max_post_chars"],
         seed=SEED,
     shell:
-        "splits classify --rows {input.rows} --theories {input.theories} --template {input.template} --demographics {params.demographics} {params.model_args:q} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-post-chars {params.max_post_chars} --seed {params.seed} --out {output.predictions} --summary {output.summary} > {log} 2>&1"
+        "splits classify --rows {input.rows:q} --theories {input.theories:q} --template {input.template:q} --demographics {params.demographics:q} {params.model_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --out {output.predictions:q} --summary {output.summary:q} > {log:q} 2>&1"
 
 
 rule evaluation_metrics:
@@ -238,7 +238,7 @@ rule evaluation_metrics:
         groups=lambda wildcards: evaluation_groups_json(config, wildcards.experiment),
         seed=SEED,
     shell:
-        "splits metrics --rows {input.rows} --predictions {input.predictions} --experiment {wildcards.experiment} --groups {params.groups:q} --seed {params.seed} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits metrics --rows {input.rows:q} --predictions {input.predictions:q} --experiment {wildcards.experiment:q} --groups {params.groups:q} --seed {params.seed:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule evaluation_group_splits:
@@ -274,7 +274,7 @@ rule evaluation_group_splits:
         out_dir=lambda wildcards, output: str(Path(output.csv).parent),
         seed=SEED,
     shell:
-        "splits group-splits --rows {input.rows} --predictions {input.predictions} --theories {input.theories} --groups {params.groups:q} --experiment {wildcards.experiment} --seed {params.seed} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits group-splits --rows {input.rows:q} --predictions {input.predictions:q} --theories {input.theories:q} --groups {params.groups:q} --experiment {wildcards.experiment:q} --seed {params.seed:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule evaluation_report:
@@ -326,7 +326,7 @@ rule evaluation_report:
     params:
         out_dir=f"{RESULTS}/evaluation/experiments/{{experiment}}/plots",
     shell:
-        "splits report --summary {input.summary} --splits {input.splits} --experiment {wildcards.experiment} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits report --summary {input.summary:q} --splits {input.splits:q} --experiment {wildcards.experiment:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule evaluation_throughput:
@@ -345,4 +345,4 @@ rule evaluation_throughput:
     resources:
         mem_mb=1024,
     shell:
-        "splits model-batch throughput --reports {input.reports} --out-csv {output.csv} --out-md {output.md} > {log} 2>&1"
+        "splits model-batch throughput --reports {input.reports:q} --out-csv {output.csv:q} --out-md {output.md:q} > {log:q} 2>&1"

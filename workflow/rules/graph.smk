@@ -26,4 +26,4 @@ rule graph:
         block_mb=config["graph"]["block_mb"],
         out_dir=lambda wildcards, output: Path(output.subreddits).parent,
     shell:
-        "splits graph --posts {input.posts} --top-n {params.top_n} --min-posts {params.min_posts} --k {params.k} --block-mb {params.block_mb} --threads {threads} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits graph --posts {input.posts:q} --top-n {params.top_n:q} --min-posts {params.min_posts:q} --k {params.k:q} --block-mb {params.block_mb:q} --threads {threads} --out-dir {params.out_dir:q} > {log:q} 2>&1"

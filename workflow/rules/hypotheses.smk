@@ -35,7 +35,7 @@ rule hypotheses_sample:
         limits=hypotheses_limits(config),
         seed=SEED,
     shell:
-        "splits hypotheses sample --meta {input.meta} --topic-posts {input.topic_posts} {params.identity:q} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses sample --meta {input.meta:q} --topic-posts {input.topic_posts:q} {params.identity:q} --seed {params.seed:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_file:
@@ -61,7 +61,7 @@ rule hypotheses_file:
         demographics_slice=demographics_slice(),
         limits=hypotheses_limits(config),
     shell:
-        "splits hypotheses file --input {input.hypotheses} --name {wildcards.name} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses file --input {input.hypotheses:q} --name {wildcards.name:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_theories:
@@ -93,7 +93,7 @@ rule hypotheses_theories:
         limits=hypotheses_limits(config),
         seed=SEED,
     shell:
-        "splits hypotheses theories --theories {input.theories} --rows {input.rows} --experiment {wildcards.experiment} --tm {wildcards.tm} --k {wildcards.k} {params.model_args:q} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses theories --theories {input.theories:q} --rows {input.rows:q} --experiment {wildcards.experiment:q} --tm {wildcards.tm:q} --k {wildcards.k:q} {params.model_args:q} --seed {params.seed:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_generate:
@@ -133,7 +133,7 @@ rule hypotheses_generate:
         limits=hypotheses_limits(config),
         seed=SEED,
     shell:
-        "splits hypotheses generate --topic-posts {input.topic_posts} {params.topics:q} --posts-per-group {params.posts_per_group} --per-pool {params.per_pool} {params.model_args:q} --prompt {input.prompt} --temperature {params.temperature} --max-tokens {params.max_tokens} --seed {params.seed} --topics-file {input.topics} --demographics {params.demographics} {params.limits:q} --out {output.hypotheses} --report {output.report} > {log} 2>&1"
+        "splits hypotheses generate --topic-posts {input.topic_posts:q} {params.topics:q} --posts-per-group {params.posts_per_group:q} --per-pool {params.per_pool:q} {params.model_args:q} --prompt {input.prompt:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --seed {params.seed:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_lift:
@@ -153,12 +153,12 @@ rule hypotheses_lift:
     resources:
         mem_mb=4096,
     params:
-        k_fractions=" ".join(str(f) for f in HYPOTHESES["k_fractions"]),
+        k_fractions=[str(f) for f in HYPOTHESES["k_fractions"]],
         list_size=HYPOTHESES["list_size"] or "all",
         alpha=HYPOTHESES["alpha"],
         seed=SEED,
     shell:
-        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses} --topic-posts {input.topic_posts} --k-fractions {params.k_fractions} --list-size {params.list_size} --alpha {params.alpha} --seed {params.seed} --out {output.lift} --report {output.report} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses:q} --topic-posts {input.topic_posts:q} --k-fractions {params.k_fractions:q} --list-size {params.list_size:q} --alpha {params.alpha:q} --seed {params.seed:q} --out {output.lift:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_triviality:
@@ -184,7 +184,7 @@ rule hypotheses_triviality:
         encoder=hypotheses_encoder_args(config),
         batch=HYPOTHESES["encoder_batch"],
     shell:
-        "splits hypotheses triviality --set {input.hypotheses} --demographics {params.demographics} {params.identity:q} {params.encoder:q} --batch-texts {params.batch} --out {output} > {log} 2>&1"
+        "splits hypotheses triviality --set {input.hypotheses:q} --demographics {params.demographics:q} {params.identity:q} {params.encoder:q} --batch-texts {params.batch:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule hypotheses_table:
@@ -207,9 +207,9 @@ rule hypotheses_table:
         mem_mb=4096,
     params:
         alpha=HYPOTHESES["alpha"],
-        thresholds=" ".join(str(t) for t in HYPOTHESES["triviality_thresholds"]),
+        thresholds=[str(t) for t in HYPOTHESES["triviality_thresholds"]],
     shell:
-        "splits hypotheses table --lift {input.lift} --triviality {input.triviality} --sets {input.hypotheses} --alpha {params.alpha} --thresholds {params.thresholds} --out-table {output.table} --out-filtered {output.filtered} --out-stages {output.stages} > {log} 2>&1"
+        "splits hypotheses table --lift {input.lift:q} --triviality {input.triviality:q} --sets {input.hypotheses:q} --alpha {params.alpha:q} --thresholds {params.thresholds:q} --out-table {output.table:q} --out-filtered {output.filtered:q} --out-stages {output.stages:q} > {log:q} 2>&1"
 
 
 rule hypotheses_report:
@@ -244,6 +244,6 @@ rule hypotheses_report:
     params:
         k=HYPOTHESES["report_k"],
         alpha=HYPOTHESES["alpha"],
-        thresholds=" ".join(str(t) for t in HYPOTHESES["triviality_thresholds"]),
+        thresholds=[str(t) for t in HYPOTHESES["triviality_thresholds"]],
     shell:
-        "splits hypotheses report --table {input.table} --stages {input.stages} --k {params.k} --alpha {params.alpha} --thresholds {params.thresholds} --out-scatter {output.scatter} --out-curves {output.curves} --out-stages {output.stages} > {log} 2>&1"
+        "splits hypotheses report --table {input.table:q} --stages {input.stages:q} --k {params.k:q} --alpha {params.alpha:q} --thresholds {params.thresholds:q} --out-scatter {output.scatter:q} --out-curves {output.curves:q} --out-stages {output.stages:q} > {log:q} 2>&1"

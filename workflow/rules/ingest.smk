@@ -36,7 +36,7 @@ rule synth:
         out=lambda wildcards, output: str(Path(output.meta).parent / "corpus"),
         truth_dir=lambda wildcards, output: str(Path(output.meta).parent),
     shell:
-        "splits synth --demographics {params.demographics} --topics {input.topics} --out {params.out} --truth-dir {params.truth_dir} --seed {params.seed} {params.posts:q} --shards {params.shards} --format {params.format} {params.compress:q} --plant-group-difference {params.plant:q} > {log} 2>&1"
+        "splits synth --demographics {params.demographics:q} --topics {input.topics:q} --out {params.out:q} --truth-dir {params.truth_dir:q} --seed {params.seed:q} {params.posts:q} --shards {params.shards:q} --format {params.format:q} {params.compress:q} --plant-group-difference {params.plant:q} > {log:q} 2>&1"
 
 
 rule ingest:
@@ -58,7 +58,7 @@ rule ingest:
     params:
         chunk_mb=config["ingest"]["chunk_mb"],
     shell:
-        "splits ingest --input {input.corpus} --shard {wildcards.shard} --bots {input.bots} --chunk-mb {params.chunk_mb} --out {output.posts} --report {output.report} > {log} 2>&1"
+        "splits ingest --input {input.corpus:q} --shard {wildcards.shard:q} --bots {input.bots:q} --chunk-mb {params.chunk_mb:q} --out {output.posts:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule merge_posts:
@@ -78,4 +78,4 @@ rule merge_posts:
     resources:
         mem_mb=2048,
     shell:
-        "splits merge-posts --posts {input.posts} --reports {input.reports} --out {output.posts} --report {output.report} > {log} 2>&1"
+        "splits merge-posts --posts {input.posts:q} --reports {input.reports:q} --out {output.posts:q} --report {output.report:q} > {log:q} 2>&1"

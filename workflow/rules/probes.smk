@@ -58,7 +58,7 @@ rule probe_stress:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe stress --source {wildcards.source} --input {params.data} --dreaddit-split {params.split} --prompt {input.prompt} --answer-rule {params.answer_rule} {params.groups:q} --attempts {params.attempts} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe stress --source {wildcards.source:q} --input {params.data:q} --dreaddit-split {params.split:q} --prompt {input.prompt:q} --answer-rule {params.answer_rule:q} {params.groups:q} --attempts {params.attempts:q} --max-items {params.max_items:q} --seed {params.seed:q} --outdir {params.outdir:q} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-chars {params.max_chars:q} --demographics {params.demographics:q} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log:q} 2>&1"
 
 
 # One job per (source, group set, prompt variant); the variants of a (source, group set) are then
@@ -96,9 +96,9 @@ rule probe_empathy:
         group_set_slice=probe_empathy_group_slice,
         neutral=PROBES["empathy"]["neutral"] or "",
         text=lambda w: PROBES["empathy"]["variants"][w.variant]["text"],
-        scale=lambda w: " ".join(
+        scale=lambda w: [
             str(v) for v in PROBES["empathy"]["variants"][w.variant]["scale"]
-        ),
+        ],
         data=probe_data_arg,
         spec=model_spec_json(config, PROBES["empathy"]["model"]),
         model=PROBES["empathy"]["model"],
@@ -120,7 +120,7 @@ rule probe_empathy:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe empathy --source {wildcards.source} --input {params.data} --group-set {wildcards.group_set} --group-sets-file {params.group_sets_file} --neutral {params.neutral:q} --variant {wildcards.variant} --system-prompt {input.system_prompt} --prompt {input.prompt} --text {params.text} --scale {params.scale} --emotion {params.emotion:q} --permutations {params.permutations} --flips {params.flips} --alpha {params.alpha} --max-items {params.max_items} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe empathy --source {wildcards.source:q} --input {params.data:q} --group-set {wildcards.group_set:q} --group-sets-file {params.group_sets_file:q} --neutral {params.neutral:q} --variant {wildcards.variant:q} --system-prompt {input.system_prompt:q} --prompt {input.prompt:q} --text {params.text:q} --scale {params.scale:q} --emotion {params.emotion:q} --permutations {params.permutations:q} --flips {params.flips:q} --alpha {params.alpha:q} --max-items {params.max_items:q} --seed {params.seed:q} --outdir {params.outdir:q} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-chars {params.max_chars:q} --demographics {params.demographics:q} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log:q} 2>&1"
 
 
 rule probe_empathy_variants:
@@ -140,7 +140,7 @@ rule probe_empathy_variants:
     resources:
         mem_mb=500,
     shell:
-        "splits probe empathy-variants --summaries {input.summaries} --out {output.table} > {log} 2>&1"
+        "splits probe empathy-variants --summaries {input.summaries:q} --out {output.table:q} > {log:q} 2>&1"
 
 
 rule probe_grasp:
@@ -182,13 +182,11 @@ rule probe_grasp:
         permutations=PROBES["grasp"]["permutations"],
         smoothing=PROBES["grasp"]["smoothing"],
         fdr=PROBES["grasp"]["fdr"],
-        raters=lambda w, input: (
-            ("--raters " + " ".join(input.raters)) if input.raters else ""
-        ),
+        raters=lambda w, input: ["--raters", *input.raters] if input.raters else [],
         seed=SEED,
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
     shell:
-        "splits probe grasp --ratings {input.ratings} {params.raters} {params.columns:q} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --smoothing {params.smoothing} --fdr {params.fdr} --seed {params.seed} --outdir {params.outdir} > {log} 2>&1"
+        "splits probe grasp --ratings {input.ratings:q} {params.raters:q} {params.columns:q} --min-raters {params.min_raters:q} --max-order {params.max_order:q} --permutations {params.permutations:q} --smoothing {params.smoothing:q} --fdr {params.fdr:q} --seed {params.seed:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
 # GRASP on LLM judges: each (TM, CM, k) of an evaluation experiment is a rater of the
@@ -237,7 +235,7 @@ rule probe_grasp_judges:
         seed=SEED,
         outdir=lambda wildcards, output: str(Path(output.groups).parent),
     shell:
-        "splits probe grasp --judgments {input.judgments} --judge-kinds {params.kinds:q} --min-raters {params.min_raters} --max-order {params.max_order} --permutations {params.permutations} --smoothing {params.smoothing} --fdr {params.fdr} --seed {params.seed} --outdir {params.outdir} > {log} 2>&1"
+        "splits probe grasp --judgments {input.judgments:q} --judge-kinds {params.kinds:q} --min-raters {params.min_raters:q} --max-order {params.max_order:q} --permutations {params.permutations:q} --smoothing {params.smoothing:q} --fdr {params.fdr:q} --seed {params.seed:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
 rule probe_personalization:
@@ -284,7 +282,7 @@ rule probe_personalization:
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe personalization --input {params.data} --rewrite-prompt {input.rewrite_prompt} --tasks {params.tasks:q} --max-items {params.max_items} --min-similarity {params.min_similarity} {params.judge:q} --tau {params.tau} --flips {params.flips} --task-max-tokens {params.task_max_tokens} --seed {params.seed} --outdir {params.outdir} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache} --temperature {params.temperature} --max-tokens {params.max_tokens} --max-chars {params.max_chars} --demographics {params.demographics} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log} 2>&1"
+        "splits probe personalization --input {params.data:q} --rewrite-prompt {input.rewrite_prompt:q} --tasks {params.tasks:q} --max-items {params.max_items:q} --min-similarity {params.min_similarity:q} {params.judge:q} --tau {params.tau:q} --flips {params.flips:q} --task-max-tokens {params.task_max_tokens:q} --seed {params.seed:q} --outdir {params.outdir:q} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-chars {params.max_chars:q} --demographics {params.demographics:q} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log:q} 2>&1"
 
 
 # Reference-data probes (Dreaddit, crowd-enVent, DICES-350); needs probes.reference_dir.

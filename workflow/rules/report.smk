@@ -23,7 +23,7 @@ rule report_ingest:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_graph:
@@ -45,7 +45,7 @@ rule report_graph:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_demographics:
@@ -73,7 +73,7 @@ rule report_demographics:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_topics:
@@ -107,7 +107,7 @@ rule report_topics:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_sampling:
@@ -129,7 +129,7 @@ rule report_sampling:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_export:
@@ -163,7 +163,7 @@ rule report_export:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_evaluation_metrics:
@@ -200,7 +200,7 @@ rule report_evaluation_metrics:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_evaluation_groups:
@@ -237,7 +237,7 @@ rule report_evaluation_groups:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_evaluation_throughput:
@@ -260,7 +260,7 @@ rule report_evaluation_throughput:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_hypotheses:
@@ -288,7 +288,7 @@ rule report_hypotheses:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_probe_empathy_variants:
@@ -311,7 +311,7 @@ rule report_probe_empathy_variants:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"
 
 
 rule report_probe_personalization:
@@ -334,4 +334,4 @@ rule report_probe_personalization:
     resources:
         mem_mb=1024,
     shell:
-        "splits report-tables --sources {input:q} --pages {output:q} > {log} 2>&1"
+        "splits report-tables --sources {input:q} --pages {output:q} > {log:q} 2>&1"

@@ -20,7 +20,7 @@ rule sample_quadruplets:
         k=config["sampling"]["k"],
         seed=SEED,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts} --k {params.k} --seed {params.seed} --out {output.quadruplets} --summary {output.summary} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {params.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} > {log:q} 2>&1"
 
 
 rule export_dataset:
@@ -47,7 +47,8 @@ rule export_dataset:
     params:
         k=config["sampling"]["k"],
         salt_env=config["export"]["salt_env"],
+        post_ids=config["export"]["post_ids"],
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
         out_dir=lambda wildcards, output: str(Path(output.card).parent),
     shell:
-        "splits export --quadruplets {input.quadruplets} --topic-posts {input.topic_posts} --k {params.k} --salt-env {params.salt_env} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits export --quadruplets {input.quadruplets:q} --topic-posts {input.topic_posts:q} --k {params.k:q} --salt-env {params.salt_env:q} --post-ids {params.post_ids:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

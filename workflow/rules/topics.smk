@@ -30,7 +30,7 @@ checkpoint topic_shards:
         shard_mb=config["topics"]["shard_mb"],
         seed_posts=config["topics"]["seed_subreddit_posts"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits shard --demographic-posts {input.posts:q} --thresholds {input.thresholds:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --shard-posts {params.shard_posts} --shard-mb {params.shard_mb} --out-dir {output:q} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits shard --demographic-posts {input.posts:q} --thresholds {input.thresholds:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --shard-posts {params.shard_posts:q} --shard-mb {params.shard_mb:q} --out-dir {output:q} > {log:q} 2>&1"
 
 
 rule topic_shard_stats:
@@ -51,7 +51,7 @@ rule topic_shard_stats:
     params:
         index=config["topics"]["index"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits stats --shard {input.shard} --index {params.index} --out-vocab {output.vocab} --out-counts {output.counts} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits stats --shard {input.shard:q} --index {params.index:q} --out-vocab {output.vocab:q} --out-counts {output.counts:q} > {log:q} 2>&1"
 
 
 rule topic_global_stats:
@@ -71,7 +71,7 @@ rule topic_global_stats:
     resources:
         mem_mb=4000,
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits global-stats --vocab {input.vocab} --counts {input.counts} --topics-file {input.topics} --out {output} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits global-stats --vocab {input.vocab:q} --counts {input.counts:q} --topics-file {input.topics:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule topic_shard_score:
@@ -93,7 +93,7 @@ rule topic_shard_score:
     params:
         top_k=config["topics"]["top_k"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard} --global-stats {input.stats} --topics-file {input.topics} --top-k {params.top_k} --out {output} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard:q} --global-stats {input.stats:q} --topics-file {input.topics:q} --top-k {params.top_k:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule topic_splits:
@@ -125,7 +125,7 @@ rule topic_splits:
         k=config["sampling"]["k"],
         seed_posts=config["topics"]["seed_subreddit_posts"],
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits:q} --shards {input.shards:q} --demographics {params.demographics:q} --topics-file {input.topics:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --k {params.k} --top-k {params.top_k} --drop-fraction {params.drop_fraction} --out-topics {output.topics:q} --out-topic-posts {output.topic_posts:q} --out-counts {output.counts:q} --out-retrieval {output.retrieval:q} --out-seed-share {output.seed_share:q} --out-health {output.health:q} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits:q} --shards {input.shards:q} --demographics {params.demographics:q} --topics-file {input.topics:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --k {params.k:q} --top-k {params.top_k:q} --drop-fraction {params.drop_fraction:q} --out-topics {output.topics:q} --out-topic-posts {output.topic_posts:q} --out-counts {output.counts:q} --out-retrieval {output.retrieval:q} --out-seed-share {output.seed_share:q} --out-health {output.health:q} > {log:q} 2>&1"
 
 
 # Not in the default DAG: snakemake results/topics/generated_topics.yaml (needs topics.generate.model).
@@ -154,4 +154,4 @@ rule generate_topics:
         seed=SEED,
         cache=f"{RESULTS}/topics/generate_topics_cache.sqlite",
     shell:
-        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories:q} --n-categories {params.n_categories} --n-topics {params.n_topics} --n-keywords {params.n_keywords} --max-tokens {params.max_tokens} --seed {params.seed} --prompt-categories {input.categories} --prompt-topics {input.topics} --prompt-keywords {input.keywords} --cache {params.cache} --out {output} > {log} 2>&1"
+        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories:q} --n-categories {params.n_categories:q} --n-topics {params.n_topics:q} --n-keywords {params.n_keywords:q} --max-tokens {params.max_tokens:q} --seed {params.seed:q} --prompt-categories {input.categories:q} --prompt-topics {input.topics:q} --prompt-keywords {input.keywords:q} --cache {params.cache:q} --out {output:q} > {log:q} 2>&1"

@@ -16,6 +16,7 @@ import time
 
 from splits import __version__
 from splits.config import ConfigError, InputError
+from splits.filecheck import check_inputs, find_damaged, is_data_error, os_errno, os_error_line
 from splits.llm.base import LLMError
 from splits.llm.secrets import ScrubbingFilter, scrub_secrets
 
@@ -106,6 +107,16 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
 
+    def _parse_optional(self, arg_string):
+        """A word that starts with a dash but names no option of this parser (a path such as
+        ``-data/x.ndjson`` or ``-out/posts.parquet``, a text) is a value, not an unknown option:
+        the rules pass every path as one quoted word after its option."""
+        parsed = super()._parse_optional(arg_string)
+        found = parsed if isinstance(parsed, list) else [parsed]  # a list from Python 3.12.7
+        if parsed is not None and all(item[0] is None for item in found):
+            return None
+        return parsed
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="splits", description=__doc__.splitlines()[0])
@@ -135,7 +146,15 @@ def main(argv: list[str] | None = None) -> int:
             handler.addFilter(ScrubbingFilter())
     start = time.perf_counter()
     try:
+        check_inputs(args)  # a damaged or unreadable input: one line naming it (splits.filecheck)
         status = int(module.run(args) or 0)
+    except OSError as err:  # a full disk, a refused write: one line naming the path
+        found = find_damaged(args) if is_data_error(err) else None
+        if found is not None:  # pyarrow's decompression errors are OSErrors with no number
+            print(f"splits {known.command}: input error: {found}", file=sys.stderr)
+            return 2
+        print(f"splits {known.command}: error: {os_error_line(err, args=args)}", file=sys.stderr)
+        return 1
     except ConfigError as err:
         print(f"splits {known.command}: config error: {scrub_secrets(str(err))}", file=sys.stderr)
         return 2
@@ -145,6 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     except LLMError as err:
         print(f"splits {known.command}: model error: {scrub_secrets(str(err))}", file=sys.stderr)
         return 3
+    except Exception as err:  # polars and pyarrow quote an OS error in their own exceptions
+        if os_errno(err) is not None:
+            line = os_error_line(err, args=args)
+            print(f"splits {known.command}: error: {line}", file=sys.stderr)
+            return 1
+        # a file damaged past its footer fails while it is read: find it and name it
+        found = find_damaged(args) if is_data_error(err) else None
+        if found is None:
+            raise
+        print(f"splits {known.command}: input error: {found}", file=sys.stderr)
+        return 2
     # the job's own peak (kernel high-water mark of this process), for logs and benchmarks
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     logging.getLogger("splits").info(

@@ -29,6 +29,7 @@ from splits.config import (
     validate_config,
     validate_probes,
 )
+from splits.export import require_salt_for_real_data
 from splits.targets import PROBE_REFERENCE_FILES, evaluation_models
 
 #: the config file a run uses when no --configfile is given
@@ -79,6 +80,7 @@ def check_config(config: dict) -> None:
     check_reference_dir(config)
     check_hypotheses(config)
     check_prompt_templates(config)
+    require_salt_for_real_data(config)  # issue 26: no development salt on real data
 
 
 def check_ingest(config: dict) -> None:

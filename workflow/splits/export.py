@@ -75,6 +75,92 @@ def hash_authors(frame: pl.DataFrame, salt: str, column: str = "author") -> pl.D
     return joined.select(cols)
 
 
+# --- post ids (issue 26): Reddit's own ids link every row back to its author ----------------
+
+#: export.post_ids: keep Reddit's ids, replace them by salted hashes, or drop them
+POST_ID_MODES = ("keep", "hash", "drop")
+#: the columns that hold Reddit post ids, per exported file
+POST_ID_COLUMNS = {
+    "quadruplets": ("example_post_ids", "sample_A_ids", "sample_B_ids"),
+    "topic_posts": ("post_id",),
+}
+
+
+def require_salt_for_real_data(config: dict) -> None:
+    """With real inputs (``synth.enabled`` false) the run needs a secret salt: the public
+    development salt would let anyone recompute the author hashes of known usernames. Raises
+    ``ConfigError`` (one line naming the variable) before any job when neither the variable
+    ``export.salt_env`` nor ``export.salt`` is set."""
+    if config["synth"]["enabled"]:
+        return
+    env = config["export"]["salt_env"]
+    if os.environ.get(env) or config["export"].get("salt"):
+        return
+    raise ConfigError(
+        f"export.salt_env: ${env} is not set, and real inputs (synth.enabled: false) need a secret "
+        f"salt to hash usernames (the public development salt is reversible by dictionary): "
+        f"export {env}=$(openssl rand -hex 32), keep it private and the same across runs"
+    )
+
+
+def hash_post_id(post_id: str, salt: str) -> str:
+    """A post id as salted HMAC-SHA256 (its own namespace: never equal to an author hash)."""
+    message = f"post:{post_id}".encode()
+    return hmac.new(salt.encode(), message, hashlib.sha256).hexdigest()[:HASH_HEX_DIGITS]
+
+
+def protect_post_ids(frame: pl.DataFrame, which: str, mode: str, salt: str) -> pl.DataFrame:
+    """``frame`` (quadruplets or topic_posts) with its post-id columns kept, hashed (the same id
+    gives the same hash in both files, so rows still join) or dropped."""
+    if mode not in POST_ID_MODES:
+        raise ConfigError(f"export.post_ids: {mode!r} is not one of {', '.join(POST_ID_MODES)}")
+    columns = [c for c in POST_ID_COLUMNS[which] if c in frame.columns]
+    if mode == "keep" or not columns:
+        return frame
+    if mode == "drop":
+        return frame.drop(columns)
+
+    lists = [c for c in columns if isinstance(frame.schema[c], pl.List)]
+    distinct = pl.concat(
+        [frame.get_column(c).explode() if c in lists else frame.get_column(c) for c in columns]
+    )
+    old = distinct.drop_nulls().unique().to_list()  # each distinct id hashed once
+    new = [hash_post_id(value, salt) for value in old]
+
+    def hashed(expr: pl.Expr) -> pl.Expr:
+        return expr.replace_strict(old, new, default=None, return_dtype=pl.String)
+
+    return frame.with_columns(
+        pl.col(c).list.eval(hashed(pl.element())) if c in lists else hashed(pl.col(c))
+        for c in columns
+    )
+
+
+def post_id_statement(mode: str) -> str:
+    """What the dataset card says about post ids, for ``export.post_ids`` = ``mode``."""
+    if mode == "keep":
+        return (
+            "Post ids (`post_id` in topic_posts; `example_post_ids`, `sample_A_ids` and "
+            "`sample_B_ids` in quadruplets) are Reddit's own ids: anyone can open a post by its "
+            "id and see its author, so **every row links back to its author's Reddit account**, "
+            "whatever the hashed usernames. Users of this dataset must not use them to identify, "
+            "contact or profile authors. (Export with `export.post_ids: hash` or `drop` to "
+            "leave them out.)"
+        )
+    what = (
+        "replaced by salted hashes (HMAC-SHA256, their own namespace; the same post has the "
+        "same hash in both files, so rows still join)"
+        if mode == "hash"
+        else "dropped"
+    )
+    return (
+        f"Reddit's post ids are {what}: rows cannot be opened on Reddit by id, so users cannot "
+        "check a post's context, see whether it was deleted since, or re-fetch it. The post "
+        "texts are exported as posted, and a text can still be searched for on Reddit or in "
+        "archives, which may find its author."
+    )
+
+
 def pair_counts(quadruplets: pl.DataFrame) -> pl.DataFrame:
     """Rows per topic (rows) and demographic pair (columns "A / B"), with category and total."""
     long = quadruplets.with_columns(
@@ -126,6 +212,7 @@ def dataset_card(
     categories: pl.DataFrame,
     k: int | None,
     development_salt: bool,
+    post_ids: str = "keep",
 ) -> str:
     demographics = sorted(topic_posts.get_column("demographic").unique().to_list())
     n_topics = quadruplets.get_column("description").n_unique()
@@ -193,6 +280,8 @@ topic; a classification model then uses that theory to tell which of two 3-post 
 {LICENCE}. Usernames are replaced by salted hashes (HMAC-SHA256, truncated to
 {HASH_HEX_DIGITS} hex digits); the salt is not part of this export.
 
+{post_id_statement(post_ids)}
+
 ## Intended use
 
 Evaluating and comparing models' ability to infer how demographic groups differ in the way they
@@ -219,6 +308,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--salt-env", default=DEFAULT_SALT_ENV, help="environment variable holding the salt"
     )
     parser.add_argument("--out-dir", required=True, help="export folder")
+    parser.add_argument(
+        "--post-ids",
+        choices=POST_ID_MODES,
+        default="keep",
+        help="Reddit post ids in the export: keep, hash (salted) or drop (config export.post_ids)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -240,13 +335,16 @@ def run(args: argparse.Namespace) -> int:
     if "author" not in topic_posts.columns:
         raise ConfigError(f"{args.topic_posts}: no author column")
     out = Path(args.out_dir)
+    quadruplets = protect_post_ids(quadruplets, "quadruplets", args.post_ids, salt)
+    topic_posts = protect_post_ids(topic_posts, "topic_posts", args.post_ids, salt)
     write_parquet(quadruplets, out / "quadruplets.parquet")
     write_parquet(hash_authors(topic_posts, salt), out / "topic_posts.parquet")
     by_topic = pair_counts(quadruplets)
     by_category = category_counts(by_topic)
     write_tables(out, {"counts_by_topic": by_topic, "counts_by_category": by_category})
     write_text(
-        dataset_card(quadruplets, topic_posts, by_category, args.k, development), out / "README.md"
+        dataset_card(quadruplets, topic_posts, by_category, args.k, development, args.post_ids),
+        out / "README.md",
     )
     log.info(
         "exported %d quadruplets and %d topic posts to %s", len(quadruplets), len(topic_posts), out

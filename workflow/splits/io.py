@@ -21,6 +21,8 @@ from typing import Any
 
 import polars as pl
 
+from splits.filecheck import as_os_error
+
 PARQUET_COMPRESSION = "zstd"
 TMP_SUFFIX = ".tmp"
 STAGED_SUFFIX = ".unsorted"
@@ -44,13 +46,31 @@ def remove_stale_temporaries(path: str | Path, suffix: str = TMP_SUFFIX) -> int:
     return len(found)
 
 
+def current_umask() -> int:
+    """The process's umask (read from /proc where Linux shows it, without changing it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def temporary_beside(path: Path, suffix: str = TMP_SUFFIX) -> str:
     """A new empty temporary file ``.<name>.<random><suffix>`` beside ``path``, after removing
-    the stale ones with that suffix (left by a killed writer of the same output)."""
+    the stale ones with that suffix (left by a killed writer of the same output). Its mode is
+    the one ``open`` would give a new file under the umask (``mkstemp`` alone makes 0600, which
+    the renamed output would keep: collaborators of the group could not read results)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path, suffix)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    finally:
+        os.close(fd)
     return tmp
 
 
@@ -63,6 +83,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:
         yield Path(tmp)
         os.replace(tmp, path)
+    except Exception as err:  # a full disk, a write refused: an OSError naming the output
+        raise (as_os_error(err, path) or err) from err
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -104,27 +126,39 @@ class ParquetAppender:
         import pyarrow.parquet as pq
 
         table = frame.to_arrow()
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(
-                self._tmp, table.schema, compression=PARQUET_COMPRESSION
-            )
-        self._writer.write_table(table)
+        try:
+            if self._writer is None:
+                self._writer = pq.ParquetWriter(
+                    self._tmp, table.schema, compression=PARQUET_COMPRESSION
+                )
+            self._writer.write_table(table)
+        except Exception as err:  # a full disk: the temporary goes, the error names the output
+            self.discard()
+            raise (as_os_error(err, self.path) or err) from err
         self.rows += frame.height
 
     def close(self, empty: pl.DataFrame | None = None) -> Path:
         """Finish the file (with no piece written: ``empty``'s schema, zero rows)."""
-        if self._writer is None:
-            (empty if empty is not None else pl.DataFrame()).write_parquet(
-                self._tmp, compression=PARQUET_COMPRESSION
-            )
-        else:
-            self._writer.close()
-        os.replace(self._tmp, self.path)
+        try:
+            if self._writer is None:
+                (empty if empty is not None else pl.DataFrame()).write_parquet(
+                    self._tmp, compression=PARQUET_COMPRESSION
+                )
+            else:
+                self._writer.close()
+            os.replace(self._tmp, self.path)
+        except Exception as err:
+            self.discard()
+            raise (as_os_error(err, self.path) or err) from err
         return self.path
 
     def discard(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # closing a file the disk could not take: it goes anyway
+                pass
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
 
@@ -141,6 +175,8 @@ def write_sorted_parquet(frame: pl.LazyFrame, by: str, path: str | Path, max_row
     try:
         frame.sink_parquet(staged, compression=PARQUET_COMPRESSION)
         return _write_sorted_parts(pl.scan_parquet(staged), by, path, max_rows)
+    except Exception as err:
+        raise (as_os_error(err, path) or err) from err
     finally:
         os.unlink(staged)
 

@@ -1005,6 +1005,7 @@ def generate(
         _publish(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(truth_dir / ".post_truth_parts", ignore_errors=True)  # a failed run's parts
     return meta
 
 
@@ -1127,7 +1128,7 @@ def _generate(
             .then(None)
             .otherwise(pl.col("phrase_demographic")),
         )
-        truth.write_parquet(parts_dir / f"part-{block_no:05d}.parquet")
+        write_parquet(truth, parts_dir / f"part-{block_no:05d}.parquet")
         n_posts += n
         kind_counts += np.bincount(kind, minlength=len(KIND_NAMES))
         dirt_counts += np.bincount(dirt, minlength=len(DIRT_NAMES))

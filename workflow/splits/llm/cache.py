@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import sqlite3
 import threading
@@ -76,6 +77,9 @@ class ResponseCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # created here with the umask's mode (SQLite's own default, 0644, ignores a group-writable
+        # umask); SQLite gives its -wal and -shm files the database file's mode
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666))
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
             str(self.path),

@@ -141,7 +141,7 @@ def _paths(folder: str | Path, name: str) -> dict[str, Path]:
 
 def _open_lock(path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the umask's mode
 
 
 def read_endpoint(folder: str | Path, name: str) -> dict[str, Any] | None:

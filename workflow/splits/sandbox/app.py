@@ -13,7 +13,15 @@ import logging
 import os
 
 from splits.hypotheses.engine import QueryError
-from splits.sandbox.query import SORTS, STAGE_ALL, Answer, Sandbox, Session
+from splits.sandbox.query import (
+    MAX_SESSIONS,
+    SESSION_TTL_S,
+    SORTS,
+    STAGE_ALL,
+    Answer,
+    Sandbox,
+    Session,
+)
 from splits.sandbox.views import (
     CSS,
     answer_html,
@@ -105,7 +113,7 @@ def build_app(sandbox: Sandbox):
         return lexicon, topic, target, other, gr.Tabs(selected=QUERY_TAB), ""
 
     with gr.Blocks(analytics_enabled=False, title="Splits sandbox") as app:
-        session = gr.State(Session())
+        session = gr.State(Session(), time_to_live=SESSION_TTL_S)  # dropped when idle
         last = gr.State(None)
         gr.Markdown(
             "## Splits sandbox: does a group use a lexicon more on a topic?\n"
@@ -233,6 +241,7 @@ def launch(sandbox: Sandbox, host: str, port: int, block: bool = True):
             share=False,
             ssr_mode=False,
             prevent_thread_lock=not block,
+            state_session_capacity=MAX_SESSIONS,
             quiet=True,
             footer_links=[],
             theme=theme(gr),

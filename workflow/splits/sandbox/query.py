@@ -36,6 +36,35 @@ _ENTRY = re.compile(r'"([^"]*)"|([^\s,;"]+)')
 _SEPARATOR = re.compile(r"[\s,;]")
 NO_VALUE = "—"
 DEFAULT_LIMITS = Limits()
+#: characters a typed lexicon may have per token it may hold (a longer text is refused unread)
+CHARS_PER_TOKEN = 40
+#: the most queries one session keeps: its q-values count every query, so a full session takes
+#: no more (a new page starts a new session); bounds the server's memory and the page's table
+MAX_SESSION_QUERIES = 200
+#: seconds a page's session is kept on the server after its last query (then it is dropped)
+SESSION_TTL_S = 4 * 3600
+#: sessions the server keeps at most (the oldest go first)
+MAX_SESSIONS = 1000
+#: longest piece of a query quoted back in a message
+SHOWN_CHARS = 60
+#: control characters (C0 and C1, and DEL) read as a space
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: UTF-16 surrogates, which no text holds alone (a broken paste; they cannot be encoded)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def clean_text(text: str | None) -> str:
+    """Typed text without lone surrogates (dropped) and control characters (a space each)."""
+    return _CONTROL.sub(" ", _SURROGATE.sub("", text or ""))
+
+
+def shown(text: str) -> str:
+    """``text`` as quoted back in a message: at most ``SHOWN_CHARS`` characters."""
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def max_query_chars(limits: Limits) -> int:
+    return limits.max_entries * limits.max_phrase_tokens * CHARS_PER_TOKEN
 
 
 def parse_lexicon(text: str | None, limits: Limits = DEFAULT_LIMITS) -> list[str]:
@@ -43,8 +72,15 @@ def parse_lexicon(text: str | None, limits: Limits = DEFAULT_LIMITS) -> list[str
     phrases in double quotes (``finna, "on god", y'all``). Repeated entries (same tokens) are
     kept once. Raises ``QueryError`` (one line) for an empty lexicon, an unclosed quote, an
     entry with no letter or digit, a phrase longer than ``limits.max_phrase_tokens`` tokens or
-    more than ``limits.max_entries`` entries."""
-    text = (text or "").translate(_QUOTES)
+    more than ``limits.max_entries`` entries, or a text longer than ``max_query_chars`` (refused
+    before it is read). Lone surrogates and control characters are cleaned out first."""
+    text = clean_text(text).translate(_QUOTES)
+    if len(text) > max_query_chars(limits):
+        raise QueryError(
+            f"the lexicon has {len(text):,} characters; at most {max_query_chars(limits):,} "
+            f"({CHARS_PER_TOKEN} per token of hypotheses.max_entries x "
+            "hypotheses.max_phrase_tokens)"
+        )
     if text.count('"') % 2:
         raise QueryError('a double quote is not closed (phrases go in "double quotes")')
     entries: list[str] = []
@@ -54,14 +90,14 @@ def parse_lexicon(text: str | None, limits: Limits = DEFAULT_LIMITS) -> list[str
         entry = (match.group(1) if quoted else match.group(2)).strip()
         tokens = entry_tokens(entry)
         if not tokens:
-            shown = f'"{entry}"' if quoted else entry
+            quoted_back = f'"{shown(entry)}"' if quoted else shown(entry)
             raise QueryError(
-                f"{shown} has no letter or digit: posts are matched on words (runs of letters and "
+                f"{quoted_back} has no letter or digit: posts are matched on words (runs of letters and "
                 "digits), so it cannot be searched"
             )
         if len(tokens) > limits.max_phrase_tokens:
             raise QueryError(
-                f'"{entry}" has {len(tokens)} tokens; a phrase has at most '
+                f'"{shown(entry)}" has {len(tokens)} tokens; a phrase has at most '
                 f"{limits.max_phrase_tokens} (hypotheses.max_phrase_tokens)"
             )
         if tokens not in seen:
@@ -294,12 +330,26 @@ class Sandbox:
         """Answer one query and add it to ``session``. Raises ``QueryError`` (one line) for bad
         input: an empty or unreadable lexicon, a missing or unknown topic or group."""
         lexicon = parse_lexicon(lexicon_text, self.settings.limits)
+        topic, target, other = (clean_text(v).strip() or None for v in (topic, target, other))
         if not topic:
             raise QueryError("choose a topic")
         if not target or not other:
             raise QueryError("choose the target group and the group it is compared with")
         if target == other:
             raise QueryError("the target group and the group it is compared with must differ")
+        for name, value, known in (
+            ("topic", topic, self.engine.topics),
+            ("group", target, self.engine.demographics),
+            ("group", other, self.engine.demographics),
+        ):
+            if value not in known:  # quoted back short (the engine would quote it whole)
+                raise QueryError(f"unknown {name} {shown(value)!r}")
+        key = query_key(topic, target, other, target, lexicon)
+        if key not in session.results and len(session.results) >= MAX_SESSION_QUERIES:
+            raise QueryError(
+                f"this session has asked {len(session.results)} queries, the most one session "
+                "keeps (its q-values count every query); reload the page to start a new session"
+            )
         a, b = sorted((target, other))
         with self._lock:
             result = self.engine.query(lexicon, topic, a, b, target, self.top_posts)
