@@ -16,6 +16,8 @@
 rule evaluation_sweep_dataset:
     input:
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        users=demographic_users_files(),
+        thresholds=f"{RESULTS}/demographics/thresholds.json",
     output:
         quadruplets=f"{RESULTS}/evaluation/datasets/k-{{k}}/quadruplets.parquet",
         summary=f"{RESULTS}/evaluation/datasets/k-{{k}}/sampling_summary.json",
@@ -33,7 +35,7 @@ rule evaluation_sweep_dataset:
     params:
         seed=SEED,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts} --k {wildcards.k} --seed {params.seed} --out {output.quadruplets} --summary {output.summary} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts} --k {wildcards.k} --seed {params.seed} --out {output.quadruplets} --summary {output.summary} --users {input.users:q} --thresholds {input.thresholds:q} > {log} 2>&1"
 
 
 rule evaluation_subsample:

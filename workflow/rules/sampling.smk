@@ -4,9 +4,12 @@
 rule sample_quadruplets:
     input:
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        users=demographic_users_files(),
+        thresholds=f"{RESULTS}/demographics/thresholds.json",
     output:
         quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
         summary=f"{RESULTS}/dataset/sampling_summary.json",
+        health=f"{RESULTS}/health/sampling.json",
     log:
         "logs/sample_quadruplets/sample_quadruplets.log",
     benchmark:
@@ -20,7 +23,7 @@ rule sample_quadruplets:
         k=config["sampling"]["k"],
         seed=SEED,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts} --k {params.k} --seed {params.seed} --out {output.quadruplets} --summary {output.summary} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts} --k {params.k} --seed {params.seed} --out {output.quadruplets} --summary {output.summary} --users {input.users:q} --thresholds {input.thresholds:q} --health {output.health:q} > {log} 2>&1"
 
 
 rule export_dataset:

@@ -167,7 +167,11 @@ def generate_topics_categories_args(config: dict) -> list[str]:
 
 def sampling_targets(config: dict) -> list[str]:
     base = f"{config['outdir']}/dataset"
-    return [f"{base}/quadruplets.parquet", f"{base}/export/README.md"]
+    return [
+        f"{base}/quadruplets.parquet",
+        f"{base}/export/README.md",
+        f"{config['outdir']}/health/sampling.json",
+    ]
 
 
 # --------------------------------------------------------------------------- evaluation
