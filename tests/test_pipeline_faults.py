@@ -131,32 +131,57 @@ CORNELL_DEMOGRAPHICS = {
 
 def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
     """Cornell alone, two demographics seeded on it: the graph lists r/cornell with no
-    neighbour, both auto thresholds are flagged as weakly supported, and sampling stops with one
-    line (every topic post is in both groups' pools)."""
+    neighbour; both auto thresholds rest on self-ID curves that do not support them, so the run
+    stops at the self-ID jobs with one line each (demographic, rates below and above, the two
+    ways on), repeated at the end of the run. With demographics.accept_unsupported_thresholds
+    the run goes on: each threshold is a run-health finding, and sampling stops with one line
+    (every topic post is by a member of both groups)."""
     if not CORNELL.is_dir():
         pytest.skip(f"reference corpus {CORNELL} is absent (it is only present in CI)")
+    overrides = {
+        "synth": {"enabled": False},
+        "ingest": {"inputs": [str(CORNELL)]},
+        "demographics": {"file": "config/cornell.yaml"},
+        "graph": {"min_posts": 1},
+    }
     work = _workdir(
-        tmp_path,
-        {
-            "synth": {"enabled": False},
-            "ingest": {"inputs": [str(CORNELL)]},
-            "demographics": {"file": "config/cornell.yaml"},
-            "graph": {"min_posts": 1},
-        },
-        {"config/cornell.yaml": yaml.safe_dump(CORNELL_DEMOGRAPHICS)},
+        tmp_path, overrides, {"config/cornell.yaml": yaml.safe_dump(CORNELL_DEMOGRAPHICS)}
     )
     proc = _snakemake(work)
     assert proc.returncode != 0
     summary = json.loads((work / "results" / "graph" / "summary.json").read_text())
     assert summary["subreddits_kept"] == 1
     assert summary["subreddits_with_fewer_than_k_neighbours"] == {"cosine": 1, "jaccard": 1}
+    for key in ("student", "alumni"):
+        line = _error_line(work, f"logs/selfid/{key}.log", "splits selfid:")
+        assert f"demographic '{key}'" in line and "not supported" in line
+        assert re.search(r"[\d.n/a]+ below, [\d.n/a]+ above", line), line
+        assert "config/cornell.yaml" in line and "accept_unsupported_thresholds: true" in line
+        # repeated at the end of the run (splits.health)
+        assert any(line in end for end in proc.stderr.splitlines()), proc.stderr[-3000:]
+    assert not (work / "results" / "demographics" / "thresholds.json").exists()
+    _no_traceback(work, proc)
+
+    overrides["demographics"]["accept_unsupported_thresholds"] = True
+    cfg = work / "config" / "config.yaml"
+    config = yaml.safe_load(cfg.read_text())
+    update_config(config, overrides)
+    cfg.write_text(yaml.safe_dump(config))
+    proc = _snakemake(work)
+    assert proc.returncode != 0
     thresholds = json.loads((work / "results" / "demographics" / "thresholds.json").read_text())
     for key in ("student", "alumni"):
         assert thresholds["breakpoint_support"][key]["supported"] is False
+        assert thresholds["breakpoint_support"][key]["accepted_unsupported"] is True
         log = (work / "logs" / "selfid" / f"{key}.log").read_text()
-        assert "WARNING" in log and "weakly supported" in log
+        assert "WARNING" in log and "not supported" in log
+    health = json.loads((work / "results" / "health" / "selfid.json").read_text())
+    assert sorted(f["subject"] for f in health) == ["demographic alumni", "demographic student"]
+    assert all(f["code"] == "selfid_unsupported_threshold" for f in health)
+    ends = [ln for ln in proc.stderr.splitlines() if "WARNING [selfid] demographic" in ln]
+    assert len(ends) == 2, proc.stderr[-3000:]
     line = _error_line(work, "logs/sample_quadruplets/sample_quadruplets.log", "splits sample:")
-    assert "no quadruplets" in line and "in both pools" in line
+    assert "no quadruplets" in line and "members of both groups" in line
     _no_traceback(work, proc)
 
 

@@ -649,3 +649,116 @@ def test_weak_auto_threshold_is_warned(caplog):
     with caplog.at_level("WARNING", logger="splits.selfid"):
         _support("nobody", flat, 20, {**chosen, "source": "fixed", "threshold": 90.0})
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+# --------------------------------------------------------------------------- unsupported curves
+
+
+def _curve_corpus(tmp_path: Path, says) -> Path:
+    """400 users at percentiles 0, 0.25, ..., 99.75 with 10 posts each; user i says "I'm
+    Catholic" in ``says(i)`` of its posts. Writes users, posts and a demographics file."""
+    n = 400
+    g = np.arange(n) / n * 5
+    authors = [f"u{i:03d}" for i in range(n)]
+    pl.DataFrame(
+        {
+            "author": authors,
+            "demographic": "catholic",
+            "groupness": g,
+            "percentile": np.arange(n) * 100.0 / n,
+            "n_posts": [10] * n,
+            "n_seed_posts": [1] * n,
+            "n_seed_subreddits": [1] * n,
+            "g_sum_log": g,
+            "g_breadth_x_volume": g,
+            "g_entropy": g,
+        }
+    ).write_parquet(tmp_path / "users.parquet")
+    texts, post_authors = [], []
+    for i, a in enumerate(authors):
+        for j in range(10):
+            texts.append("Well I'm Catholic. " if j < says(i) else "chat")
+            post_authors.append(a)
+    pl.DataFrame(
+        {"post_id": [f"p{i:05d}" for i in range(len(texts))], "author": post_authors, "text": texts}
+    ).write_parquet(tmp_path / "posts.parquet")
+    demo_file = tmp_path / "demo.yaml"
+    demo_file.write_text(
+        "demographics:\n- key: catholic\n  display_name: Catholic\n  threshold: auto\n"
+        '  seed_subreddits: [Catholicism]\n  self_id_phrases: ["I\'m Catholic"]\n'
+        '  anti_self_id_phrases: ["I\'m Jewish"]\n'
+    )
+    return demo_file
+
+
+def test_backwards_selfid_curve_stops_with_one_line_naming_the_ways_on(tmp_path, capsys):
+    """A self-ID rate that FALLS with group-ness (users low in group-ness say it more): the auto
+    threshold is not supported; the search stops with one line naming the demographic, the rates
+    below and above, a fixed threshold and the opt-in key; with the opt-in it runs, the threshold
+    file says so and the summary writes a run-health finding."""
+    from splits.cli import main
+    from splits.io import read_json
+
+    # 1 in 10 users below percentile 50 says it twice, 1 in 20 above says it once
+    demo = _curve_corpus(
+        tmp_path, lambda i: (2 if i % 10 == 0 else 0) if i < 200 else (i % 20 == 0)
+    )
+    assert _search_cli(tmp_path, demo, []) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    line = err[0]
+    assert "'catholic'" in line and "not supported" in line
+    assert "below" in line and "above" in line and str(demo) in line
+    assert "demographics.accept_unsupported_thresholds: true" in line
+    assert not (tmp_path / "out" / "t.json").exists()
+    # the rates in the line are the planted ones (per 1,000 posts, below and above)
+    assert _search_cli(tmp_path, demo, ["--accept-unsupported"]) == 0
+    threshold = read_json(tmp_path / "out" / "t.json")
+    cut = threshold["threshold"]
+    below = sum(2 for i in range(400) if i * 100 / 400 < cut and i < 200 and i % 10 == 0)
+    below += sum(1 for i in range(200, 400) if i * 100 / 400 < cut and i % 20 == 0)
+    above = sum(1 for i in range(200, 400) if i * 100 / 400 >= cut and i % 20 == 0)
+    above += sum(2 for i in range(200) if i * 100 / 400 >= cut and i % 10 == 0)
+    n_below = sum(10 for i in range(400) if i * 100 / 400 < cut)
+    support = threshold["support"]
+    assert support["self_rate_below_per_1k"] == round(1000 * below / n_below, 4)
+    assert support["self_rate_above_per_1k"] == round(1000 * above / (4000 - n_below), 4)
+    assert f"{support['self_rate_below_per_1k']:g} below" in line
+    assert threshold["accepted_unsupported"] is True and threshold["support"]["supported"] is False
+    summary = tmp_path / "summary"
+    argv = ["selfid", "summary", "--thresholds", str(tmp_path / "out" / "t.json")]
+    argv += ["--comparisons", str(tmp_path / "out" / "cmp.parquet")]
+    argv += ["--out-thresholds", str(summary / "t.json"), "--out-csv", str(summary / "c.csv")]
+    argv += ["--out-md", str(summary / "c.md"), "--health", str(summary / "health.json")]
+    assert main(argv) == 0
+    (finding,) = read_json(summary / "health.json")
+    assert finding["code"] == "selfid_unsupported_threshold" and "catholic" in finding["subject"]
+
+
+def test_too_few_selfids_stop_and_a_fixed_threshold_is_the_way_on(tmp_path, capsys):
+    """6 verified self-IDs in all, all from members: a curve too thin to read (the issue's third
+    group); a fixed threshold in the demographics file runs without a finding."""
+    demo = _curve_corpus(tmp_path, lambda i: 1 if i in (380, 385, 390, 395, 396, 399) else 0)
+    assert _search_cli(tmp_path, demo, []) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "only 6 verified self-IDs" in line
+    demo.write_text(demo.read_text().replace("threshold: auto", "threshold: 90"))
+    assert _search_cli(tmp_path, demo, []) == 0
+
+
+def test_unsupported_plot_says_so_beside_the_threshold(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+    from splits.selfid import plot_curve
+
+    labels = []
+    original = Axes.axvline
+
+    def spy(self, x=0, *args, **kwargs):
+        labels.append(kwargs.get("label"))
+        return original(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "axvline", spy)
+    curve = selfid_curve(_synthetic_users(lambda p: np.full_like(p, 0.003)), 20)
+    plot_curve(curve, 65.0, "Catholic", "auto", tmp_path / "a.png", unsupported=True)
+    plot_curve(curve, 65.0, "Catholic", "auto", tmp_path / "b.png")
+    assert labels == ["threshold 65 (auto, unsupported)", "threshold 65 (auto)"]

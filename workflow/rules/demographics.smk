@@ -72,9 +72,14 @@ rule selfid:
         verifier_args=selfid_verifier_args(config),
         context_chars=config["demographics"]["context_chars"],
         bins=config["demographics"]["bins"],
+        accept_unsupported=(
+            "--accept-unsupported"
+            if config["demographics"]["accept_unsupported_thresholds"]
+            else ""
+        ),
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
-        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {params.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args:q} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users} --posts {input.posts} --demographics {params.demographics} --demographic {wildcards.demographic} --verifier {params.verifier} {params.verifier_args:q} --llm-cache {params.llm_cache} --context-chars {params.context_chars} --bins {params.bins} --out-matches {output.matches} --out-curve {output.curve} --out-threshold {output.threshold} --out-comparison {output.comparison} --out-plot {output.plot} {params.accept_unsupported} > {log} 2>&1"
 
 
 rule selfid_summary:
@@ -91,6 +96,7 @@ rule selfid_summary:
         thresholds=f"{RESULTS}/demographics/thresholds.json",
         csv=f"{RESULTS}/demographics/formula_comparison.csv",
         md=f"{RESULTS}/demographics/formula_comparison.md",
+        health=f"{RESULTS}/health/selfid.json",
     log:
         "logs/selfid_summary/selfid_summary.log",
     benchmark:
@@ -101,4 +107,4 @@ rule selfid_summary:
     resources:
         mem_mb=1024,
     shell:
-        "splits selfid summary --thresholds {input.thresholds} --comparisons {input.comparisons} --out-thresholds {output.thresholds} --out-csv {output.csv} --out-md {output.md} > {log} 2>&1"
+        "splits selfid summary --thresholds {input.thresholds} --comparisons {input.comparisons} --out-thresholds {output.thresholds} --out-csv {output.csv} --out-md {output.md} --health {output.health:q} > {log} 2>&1"

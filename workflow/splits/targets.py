@@ -138,9 +138,11 @@ def graph_targets(config: dict) -> list[str]:
 def demographics_targets(config: dict) -> list[str]:
     base = f"{config['outdir']}/demographics"
     keys = [d.key for d in load_demographics(config["demographics"]["file"])]
-    return [f"{base}/thresholds.json", f"{base}/formula_comparison.md"] + [
-        f"{base}/{key}/selfid_curve.png" for key in keys
-    ]
+    return [
+        f"{base}/thresholds.json",
+        f"{base}/formula_comparison.md",
+        f"{config['outdir']}/health/selfid.json",
+    ] + [f"{base}/{key}/selfid_curve.png" for key in keys]
 
 
 def selfid_verifier_args(config: dict) -> list[str]:
