@@ -12,6 +12,7 @@ rule groupness:
         users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
         posts=f"{RESULTS}/demographics/{{demographic}}/posts.parquet",
         report=f"{RESULTS}/demographics/{{demographic}}/groupness_report.json",
+        health=f"{RESULTS}/health/groupness_{{demographic}}.json",
     log:
         "logs/groupness/{demographic}.log",
     benchmark:
@@ -30,7 +31,7 @@ rule groupness:
         top_user_fraction=config["demographics"]["top_user_fraction"],
         bots=lambda wildcards, input: (f"--bots {input.bots}" if input.bots else ""),
     shell:
-        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {params.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts} --subreddits {input.subreddits} --demographics {params.demographics} --demographic {wildcards.demographic} --formula {params.formula} --top-user-fraction {params.top_user_fraction} {params.bots} --out-users {output.users} --out-posts {output.posts} --out-report {output.report} --health {output.health:q} > {log} 2>&1"
 
 
 rule selfid:

@@ -142,7 +142,14 @@ def demographics_targets(config: dict) -> list[str]:
         f"{base}/thresholds.json",
         f"{base}/formula_comparison.md",
         f"{config['outdir']}/health/selfid.json",
-    ] + [f"{base}/{key}/selfid_curve.png" for key in keys]
+    ] + [
+        path
+        for key in keys
+        for path in (
+            f"{base}/{key}/selfid_curve.png",
+            f"{config['outdir']}/health/groupness_{key}.json",
+        )
+    ]
 
 
 def selfid_verifier_args(config: dict) -> list[str]:
