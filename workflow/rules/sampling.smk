@@ -51,6 +51,12 @@ rule export_dataset:
         k=config["sampling"]["k"],
         salt_env=config["export"]["salt_env"],
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
+        card=[
+            arg
+            for key in ("license", "source")
+            if config["export"][key]
+            for arg in (f"--{key}", config["export"][key])
+        ],
         out_dir=lambda wildcards, output: str(Path(output.card).parent),
     shell:
-        "splits export --quadruplets {input.quadruplets} --topic-posts {input.topic_posts} --k {params.k} --salt-env {params.salt_env} --out-dir {params.out_dir} > {log} 2>&1"
+        "splits export --quadruplets {input.quadruplets} --topic-posts {input.topic_posts} --k {params.k} --salt-env {params.salt_env} --out-dir {params.out_dir} {params.card:q} > {log} 2>&1"
