@@ -16,7 +16,11 @@
    "said", "told me that", "was like" right before it; not "I say", "I tell them"), ``sarcasm`` ("/s", "yeah right", "jk"
    near it), ``hypothetical`` ("if", "imagine", "pretend", "what if", "even if" shortly before
    it), ``negated`` ("not", "never", "don't think", "wouldn't say" shortly before it),
-   ``question`` (the clause ends in "?", or the sentence opens with a question word), otherwise
+   ``question`` (the clause ends in "?", or the sentence opens with a question word), ``visit``
+   (a visitor, not a member: the phrase names a visit ("I'm visiting") or the clause after it
+   names an occasion ("I'm at Emory for the debate tournament", "... for a campus tour"), a
+   passing time ("this weekend", "next Tuesday"), an event as the place ("I was at a pledge
+   party") or "in town"; never for a phrase of past membership such as "I graduated"), otherwise
    ``statement`` (verified); or ``llm``: a registry model answers YES/NO to the prompt
    ``resources/prompts/selfid_verify.txt``; answers without YES/NO are counted as undetected
    and not verified.
@@ -91,6 +95,7 @@ REASONS = (
     "hypothetical",
     "negated",
     "question",
+    "visit",
     "statement",
 )
 MATCH_COLUMNS = [
@@ -329,6 +334,23 @@ _HYPOTHETICAL = (
     r"(?i)\b(?:if|unless|suppose|supposing|imagine|imagining|pretend|pretending|assume|assuming|"
     r"hypothetically|wish|whether|as\s+though|in\s+case)\b(?:\W+\w+){0,2}[\W]*$"
 )
+# a visit, not membership: "I'm at Emory for the debate tournament", "I'm in town", "I'm
+# visiting Cornell this Tuesday", "I was at a pledge party" - the clause after the phrase names
+# an occasion, a passing time, or an event as the place
+_VISIT_OCCASION = (
+    r"tournaments?|conferences?|competitions?|meets?|matche?s?|games?|interviews?|visits?|tours?|"
+    r"open\s+house|weekends?|days?|nights?|weeks?|events?|workshops?|summits?|debates?|"
+    r"hackathons?|weddings?|funerals?|concerts?|part(?:y|ies)|reunions?|talks?|shows?|festivals?"
+)
+_VISIT_RIGHT = (
+    r"(?i)^\W*(?:town\b|(?:\S+\s+){0,3}?for\s+(?:the\s+|a\s+|an\s+|this\s+|our\s+|my\s+)"
+    r"(?:[\w&'-]+\s+){0,4}?(?:" + _VISIT_OCCASION + r")\b"
+    r"|(?:\S+\s+){0,3}?(?:this|next|until|till)\s+(?:morning|afternoon|evening|weekend|week|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+    r"|(?:a|an|the)\s+(?:[\w&'-]+\s+){0,2}?(?:" + _VISIT_OCCASION + r")\b)"
+)
+_VISIT_PHRASE = r"(?i)\bvisit(?:ing|s)?\b"
+_PAST_MEMBERSHIP = r"(?i)graduat|\balum|\bclass\s+of\b|\bdegree\b"  # never a visit
 _NEGATED = (
     r"(?i)(?:\b(?:not|never|no\s+longer|nor|neither|hardly|deny|denied|doubt|no\s+way)\b"
     r"|\w+n['’]t\b|\bcannot\b)(?:\W+\w+){0,3}[\W]*$"
@@ -394,10 +416,15 @@ def rule_reasons(matches: pl.DataFrame) -> pl.Series:
         .then(pl.lit("negated"))
         .when(question)
         .then(pl.lit("question"))
+        .when(
+            (pl.col("rs").str.contains(_VISIT_RIGHT) | pl.col("match").str.contains(_VISIT_PHRASE))
+            & ~pl.col("match").str.contains(_PAST_MEMBERSHIP)
+        )
+        .then(pl.lit("visit"))
         .otherwise(pl.lit("statement"))
     )
     return (
-        pl.concat([frame, matches.select("left_context")], how="horizontal")
+        pl.concat([frame, matches.select("left_context", "match")], how="horizontal")
         .select(reason.alias("reason"))
         .to_series()
     )
