@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from conftest import copy_repo, error_lines
@@ -269,3 +270,50 @@ def test_killed_jobs_leave_no_temporaries_after_the_plain_command(tmp_path):
     done = _snakemake(work)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _temporaries(work) == []
+
+
+def test_twin_groups_are_a_run_health_warning_and_share_no_post(tmp_path):
+    """Issue 25: a fifth group on the same seed subreddits as another. Every post of an author
+    at or above both thresholds is left out of their pair (checked here against the users and
+    thresholds files), the summary counts them, and the run ends with one groups_overlap
+    WARNING line naming both groups and the share."""
+    demographics = yaml.safe_load((REPO / "config" / "demographics.sample.yaml").read_text())
+    catholic = next(d for d in demographics["demographics"] if d["key"] == "catholic")
+    demographics["demographics"].append(
+        {**catholic, "key": "catholic_twin", "display_name": "Catholic twin"}
+    )
+    work = _workdir(
+        tmp_path,
+        {"demographics": {"file": "config/twins.yaml"}},
+        {"config/twins.yaml": yaml.safe_dump(demographics)},
+    )
+    proc = _snakemake(work, "results/dataset/quadruplets.parquet", "results/health/sampling.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = work / "results"
+    thresholds = json.loads((results / "demographics" / "thresholds.json").read_text())
+    members = {}
+    for key in ("catholic", "catholic_twin", "jewish"):
+        users = pl.read_parquet(results / "demographics" / key / "users.parquet")
+        members[key] = set(users.filter(pl.col("percentile") >= thresholds[key])["author"])
+    topic_posts = pl.read_parquet(results / "topics" / "topic_posts.parquet")
+    author = dict(zip(topic_posts["post_id"], topic_posts["author"], strict=False))
+    quads = pl.read_parquet(results / "dataset" / "quadruplets.parquet")
+    checked = 0
+    for row in quads.iter_rows(named=True):
+        both = members.get(row["demographic_A"], set()) & members.get(row["demographic_B"], set())
+        for column in ("example_post_ids", "sample_A_ids", "sample_B_ids"):
+            for pid in row[column]:
+                assert author[pid] not in both, (row["quadruplet_id"], pid)
+                checked += 1
+    assert checked > 1000
+    summary = json.loads((results / "dataset" / "sampling_summary.json").read_text())
+    twin = summary["dual_membership"]["catholic/catholic_twin"]
+    shared = members["catholic"] & members["catholic_twin"]
+    assert twin["dual_members"] == len(shared) > 0.5 * len(members["catholic"])
+    assert twin["posts_left_out"] > 0
+    health = json.loads((results / "health" / "sampling.json").read_text())
+    overlap = [f for f in health if f["code"] == "groups_overlap"]
+    assert [f["subject"] for f in overlap] == ["groups catholic and catholic_twin"]
+    ends = [ln for ln in proc.stderr.splitlines() if "WARNING [sampling] groups catholic and" in ln]
+    assert len(ends) == 1 and f"{twin['dual_share_of_A']:.0%}" in ends[0]
+    _no_traceback(work, proc)
