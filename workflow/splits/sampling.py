@@ -370,13 +370,12 @@ def validate_quadruplets(
             pl.col("post_id").cast(pl.String), pl.col("author").cast(pl.String)
         ).unique(subset="post_id", keep="first")
         drawn_authors = drawn.join(authors, on="post_id", how="left")
-        dual = sum(
-            1
-            for a, b, author in drawn_authors.select(
-                "demographic_A", "demographic_B", "author"
-            ).iter_rows()
-            if author is not None and author in dual_members(members, a, b)
-        )
+        dual = 0
+        for (a, b), part in drawn_authors.group_by("demographic_A", "demographic_B"):
+            both = dual_members(members, str(a), str(b))
+            if both:
+                names = pl.Series(sorted(both), dtype=pl.String).implode()
+                dual += part.filter(pl.col("author").is_in(names)).height
         if dual:
             problems.append(
                 f"{dual} drawn posts are by authors at or above both groups' thresholds"
