@@ -4,6 +4,7 @@ cross-key checks that stop `snakemake -n` with one line naming the key."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -234,3 +235,68 @@ def test_ks_beyond_a_given_datasets_calibration_set_stop_at_start(work, tmp_path
         f"config error: evaluation.experiments.sample.ks: k=8 exceeds the calibration set size "
         f"(6) of evaluation.dataset {dataset}"
     ]
+
+
+# --------------------------------------------------------------------------- issue 25 start checks
+
+
+def test_disabled_probes_need_no_probe_model(repo_root, monkeypatch, work, tmp_path):
+    """probes.enabled: false with no probe model in the registry passes the start checks and
+    the dry run (the probe rules' model specs are read only by their jobs)."""
+    monkeypatch.chdir(repo_root)
+
+    def edit(c):
+        del c["models"]["probe-scripted"]
+        c["probes"]["enabled"] = False
+
+    _checked(repo_root, edit)
+    config = _default_config(work)
+    edit(config)
+    path = tmp_path / "noprobes.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = _dry(work, "--configfile", str(path))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
+    assert "probe_stress" not in proc.stdout
+
+
+def test_missing_backend_extras_stop_at_start_naming_the_pip_extra(repo_root, monkeypatch):
+    """A chosen encoder or model whose backend's packages are missing stops at start, naming the
+    key, the model, the modules and the extra (sys.modules[name] = None: not importable)."""
+    monkeypatch.chdir(repo_root)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ConfigError) as err:
+        _checked(repo_root, lambda c: c["hypotheses"].update({"encoder": "bert-base-uncased"}))
+    line = str(err.value)
+    assert line.startswith("hypotheses.encoder: model 'bert-base-uncased' (backend transformers)")
+    assert "needs torch," in line and "splits[llm]" in line and "\n" not in line
+
+    def local_tm(c):
+        c["models"]["local"] = {"backend": "transformers", "model": "some/model"}
+        c["evaluation"]["experiments"]["sample"]["tms"].append("local")
+
+    with pytest.raises(ConfigError, match=r"^evaluation.experiments \(local\): model 'local'"):
+        _checked(repo_root, local_tm)
+    # the shipped default (builtin models, the hashed n-gram encoder) needs neither
+    _checked(repo_root, lambda c: None)
+    # nor does a transformers model that no stage uses
+    _checked(
+        repo_root,
+        lambda c: c["models"].update({"spare": {"backend": "transformers", "model": "x"}}),
+    )
+
+
+def test_missing_torch_stops_the_dry_run_with_one_line(work, tmp_path):
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    paths = [str(hide), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config",
+         "hypotheses={encoder: bert-base-uncased}"],
+        cwd=work, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    lines = _config_lines(proc)
+    assert len(lines) == 1 and "hypotheses.encoder" in lines[0] and "splits[llm]" in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -188,3 +188,39 @@ def test_missing_input_is_a_config_error(tmp_path):
         )
         == 2
     )
+
+
+def _front_matter(card: str) -> dict:
+    import yaml
+
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+def test_card_claims_no_licence_unless_the_config_states_one(tmp_path, monkeypatch):
+    """Issue 25: the card declared cc-by-4.0 whatever the source's licence. Without
+    export.license it claims none (no license field, the Licence section says so); with it, the
+    stated licence and source are in the front matter and the text."""
+    posts = topic_posts()
+    posts.write_parquet(tmp_path / "tp.parquet")
+    sample_quadruplets(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
+    monkeypatch.setenv("CARD_SALT", "a-salt")
+    argv = ["export", "--quadruplets", str(tmp_path / "q.parquet"), "--topic-posts"]
+    argv += [str(tmp_path / "tp.parquet"), "--salt-env", "CARD_SALT"]
+    assert main([*argv, "--out-dir", str(tmp_path / "plain")]) == 0
+    card = (tmp_path / "plain" / "README.md").read_text()
+    assert "license" not in _front_matter(card)
+    assert "cc-by" not in card.lower() and "CC BY" not in card
+    assert "No licence is stated" in card and "`export.source` was not set" in card
+    source = "Pushshift dumps of r/Cornell, 2011-2018: it's Reddit's terms"
+    stated = ["--license", "cc-by-nc-4.0", "--source", source]
+    assert main([*argv, "--out-dir", str(tmp_path / "stated"), *stated]) == 0
+    card = (tmp_path / "stated" / "README.md").read_text()
+    assert _front_matter(card)["license"] == "cc-by-nc-4.0"
+    assert "Licence stated by the dataset's makers: cc-by-nc-4.0" in card
+    assert f"## Source\n\n{source}." in card
+    # a licence that is a sentence stays one YAML scalar
+    odd = ["--license", "see LICENSE: research only, no redistribution"]
+    assert main([*argv, "--out-dir", str(tmp_path / "odd"), *odd]) == 0
+    card = (tmp_path / "odd" / "README.md").read_text()
+    assert _front_matter(card)["license"] == "see LICENSE: research only, no redistribution"

@@ -281,3 +281,73 @@ def test_d_d_is_written_sorted_in_parts(tmp_path, monkeypatch):
     path = tmp_path / "cli.parquet"
     assert groupness.write_demographic_posts(d_posts, path) == expected.height
     assert pl.read_parquet(path).equals(expected)
+
+
+def _college_posts() -> pl.DataFrame:
+    """make_posts with the subreddits renamed after the issue's college corpus."""
+    names = {"seeda": "emory", "seedb": "cornell", "seedc": "duke", "general1": "memory"}
+    return make_posts(40, seed=5).with_columns(pl.col("subreddit").replace(names))
+
+
+def test_misspelt_seed_subreddit_is_named_with_the_closest_real_names():
+    """Issue 25: a seed spelt "Emroy" stops with one line naming it and the closest subreddit
+    names of the posts (difflib, an independent ratio computed here too)."""
+    import difflib
+
+    posts = _college_posts()
+    with pytest.raises(ConfigError) as err:
+        build_users(posts.lazy(), ["emory"], demographic(("Emroy",)), read_bots(None))
+    line = str(err.value)
+    assert "\n" not in line and "'emory'" in line and "none of its seed subreddits" in line
+    assert "'Emroy' (closest: 'emory'" in line
+    names = sorted(set(posts["subreddit"]))
+    assert difflib.SequenceMatcher(None, "emroy", "emory").ratio() >= 0.6
+    expected = difflib.get_close_matches("emroy", names, n=3, cutoff=0.6)
+    assert f"(closest: {', '.join(repr(n) for n in expected)})" in line
+
+
+def test_partly_misspelt_seeds_are_a_run_health_finding(tmp_path):
+    from splits.cli import main
+
+    posts = _college_posts()
+    result = build_users(
+        posts.lazy(),
+        ["emory", "cornell"],
+        demographic(("Emory", "Cornel", "Duke")),
+        read_bots(None),
+    )
+    codes = sorted(f.code for f in result.findings)
+    assert codes == ["seed_subreddit_missing", "seed_subreddit_not_kept"]
+    missing = next(f for f in result.findings if f.code == "seed_subreddit_missing")
+    assert "'Cornel' (closest: 'cornell'" in missing.message and "1 of its 3" in missing.message
+    not_kept = next(f for f in result.findings if f.code == "seed_subreddit_not_kept")
+    assert "duke" in not_kept.message
+    # the CLI writes them to its health file
+    posts.write_parquet(tmp_path / "posts.parquet")
+    pl.DataFrame(
+        {"subreddit": ["emory", "cornell", "duke"], "kept": [True, True, True]}
+    ).write_parquet(tmp_path / "subreddits.parquet")
+    (tmp_path / "d.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "demographics": [
+                    {
+                        "key": "demo",
+                        "display_name": "Demo",
+                        "threshold": "auto",
+                        "seed_subreddits": ["Emory", "Cornel"],
+                        "self_id_phrases": ["I am demo"],
+                        "anti_self_id_phrases": ["I am not demo"],
+                    }
+                ]
+            }
+        )
+    )
+    argv = ["groupness", "--posts", str(tmp_path / "posts.parquet"), "--subreddits"]
+    argv += [str(tmp_path / "subreddits.parquet"), "--demographics", str(tmp_path / "d.yaml")]
+    argv += ["--demographic", "demo", "--out-users", str(tmp_path / "u.parquet"), "--out-posts"]
+    argv += [str(tmp_path / "p.parquet"), "--out-report", str(tmp_path / "r.json")]
+    argv += ["--health", str(tmp_path / "health" / "groupness_demo.json")]
+    assert main(argv) == 0
+    health = json.loads((tmp_path / "health" / "groupness_demo.json").read_text())
+    assert [f["code"] for f in health] == ["seed_subreddit_missing"]

@@ -779,3 +779,76 @@ def test_kept_plus_dropped_equals_written(tmp_path_factory, corruptions, n, chun
     assert report["posts"] + report["dropped_total"] == written
     assert pl.read_parquet(work / "p.parquet").height == report["posts"]
     assert set(report["dropped"]) == set(REASONS)
+
+
+def test_bots_signed_as_in_the_issue_are_caught_and_humans_kept():
+    """The two bots of issue 25 that got through: Reddit-Book-Bot ("Beep. Boop. I'm a robot."
+    and a full https://www.reddit.com/user/<name>/ link) and useles-converter-bot (varied
+    conversions, the same closing line); an account not named bot that signs its posts as a
+    bot, or links its own user page as a relative Markdown link; humans who say "beep boop"
+    once, mention their own /u/ name in plain text, or whose name ends in bot, are kept."""
+    from splits.ingest_merge import bot_verdicts
+
+    book = (
+        "Beep. Boop. I'm a robot. Here's a copy of\n\n###[Frankenstein](https://snewd.com/"
+        "ebooks/frankenstein/)\n\nWas I a good bot? | [info](https://www.reddit.com/user/"
+        "Reddit-Book-Bot/) | [More Books](https://old.reddit.com/user/Reddit-Book-Bot/"
+        "comments/i15x1d/full_list_of_books_and_commands/)"
+    )
+    converter = [
+        f"{n} feet is the length of {n * 0.37:.2f} {thing} lined up.\n\n"
+        "I'm not useless, I'm a converter with feelings"
+        for n, thing in ((12, "bananas"), (40, "school buses"), (7, "Danny DeVitos"))
+    ]
+    texts = {
+        "Reddit-Book-Bot": [book],
+        "useles-converter-bot": converter,
+        "WikiSummarizer": [
+            "Summary: the Arts Quad is ... \n\nI am a bot, and this action was performed automatically.",
+            "Summary: Ithaca is gorges ... \n\n*I am a bot, and this action was performed automatically.*",
+        ],
+        "ThatConverter": [
+            "3 miles is 4.8 km. [about me](/u/ThatConverter)",
+            "10 lbs is 4.5 kg. [about me](/u/ThatConverter)",
+        ],
+        "friendly_human": [
+            "beep boop, my roommate's alarm again",
+            "dining halls are fine",
+            "take CS 2110 early",
+        ],
+        "Talbot": ["I'm Talbot, /u/Talbot is my alt, not a bot account of mine"],
+        "aguabot": ["So I got accepted to Cornell this year, school of engineering"],
+    }
+    frame = pl.DataFrame(
+        [{"author": a, "text": t} for a, ts in texts.items() for t in ts],
+        schema={"author": pl.String, "text": pl.String},
+    )
+    verdicts = bot_verdicts(frame.lazy())
+    assert sorted(verdicts) == [
+        "Reddit-Book-Bot",
+        "ThatConverter",
+        "WikiSummarizer",
+        "useles-converter-bot",
+    ]
+    assert verdicts["Reddit-Book-Bot"]["posts"] == 1
+    assert "says it is a bot: 1" in verdicts["Reddit-Book-Bot"]["reason"]
+    assert "links to its own user page: 1" in verdicts["Reddit-Book-Bot"]["reason"]
+    assert verdicts["useles-converter-bot"]["reason"].startswith("the same last line in 3 of 3")
+    assert verdicts["ThatConverter"]["reason"].startswith("signed as a bot in 2 of 2 posts")
+    # "Beep. Boop." punctuation variants, the "I'm a bot" family, curly apostrophes
+    for text in ("Beep! Boop!", "beep... boop", "I’m just a simple bot", "I am a friendly robot"):
+        alone = pl.DataFrame({"author": ["x-bot"], "text": [text]})
+        assert bot_verdicts(alone.lazy()), text
+
+
+def test_merge_report_says_who_was_dropped_and_why_on_real_cornell_text(tmp_path):
+    """Without the shipped list, the real Cornell bots are dropped with a reason each in the
+    ingest report (merge.bots); its humans named ...bot are kept."""
+    posts, reports = _cornell_shards(tmp_path, {"AutoModerator"})
+    report = merge(posts, reports, tmp_path / "posts.parquet", tmp_path / "report.json")
+    bots = report["merge"]["bots"]
+    assert sorted(bots) == ["DirectImageLinkerBot", "LittleHelperRobot", "autowikibot"]
+    assert "links to its own subreddit or inbox: 1" in bots["DirectImageLinkerBot"]["reason"]
+    assert "^superscript footer: 1" in bots["LittleHelperRobot"]["reason"]
+    assert all(b["posts"] == 1 for b in bots.values())
+    assert json.loads((tmp_path / "report.json").read_text())["merge"]["bots"] == bots

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 import yaml
 from conftest import copy_repo, error_lines
@@ -131,32 +132,57 @@ CORNELL_DEMOGRAPHICS = {
 
 def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
     """Cornell alone, two demographics seeded on it: the graph lists r/cornell with no
-    neighbour, both auto thresholds are flagged as weakly supported, and sampling stops with one
-    line (every topic post is in both groups' pools)."""
+    neighbour; both auto thresholds rest on self-ID curves that do not support them, so the run
+    stops at the self-ID jobs with one line each (demographic, rates below and above, the two
+    ways on), repeated at the end of the run. With demographics.accept_unsupported_thresholds
+    the run goes on: each threshold is a run-health finding, and sampling stops with one line
+    (every topic post is by a member of both groups)."""
     if not CORNELL.is_dir():
         pytest.skip(f"reference corpus {CORNELL} is absent (it is only present in CI)")
+    overrides = {
+        "synth": {"enabled": False},
+        "ingest": {"inputs": [str(CORNELL)]},
+        "demographics": {"file": "config/cornell.yaml"},
+        "graph": {"min_posts": 1},
+    }
     work = _workdir(
-        tmp_path,
-        {
-            "synth": {"enabled": False},
-            "ingest": {"inputs": [str(CORNELL)]},
-            "demographics": {"file": "config/cornell.yaml"},
-            "graph": {"min_posts": 1},
-        },
-        {"config/cornell.yaml": yaml.safe_dump(CORNELL_DEMOGRAPHICS)},
+        tmp_path, overrides, {"config/cornell.yaml": yaml.safe_dump(CORNELL_DEMOGRAPHICS)}
     )
     proc = _snakemake(work, env={"SPLITS_SALT": "test-salt"})  # real inputs need a salt
     assert proc.returncode != 0
     summary = json.loads((work / "results" / "graph" / "summary.json").read_text())
     assert summary["subreddits_kept"] == 1
     assert summary["subreddits_with_fewer_than_k_neighbours"] == {"cosine": 1, "jaccard": 1}
+    for key in ("student", "alumni"):
+        line = _error_line(work, f"logs/selfid/{key}.log", "splits selfid:")
+        assert f"demographic '{key}'" in line and "not supported" in line
+        assert re.search(r"[\d.n/a]+ below, [\d.n/a]+ above", line), line
+        assert "config/cornell.yaml" in line and "accept_unsupported_thresholds: true" in line
+        # repeated at the end of the run (splits.health)
+        assert any(line in end for end in proc.stderr.splitlines()), proc.stderr[-3000:]
+    assert not (work / "results" / "demographics" / "thresholds.json").exists()
+    _no_traceback(work, proc)
+
+    overrides["demographics"]["accept_unsupported_thresholds"] = True
+    cfg = work / "config" / "config.yaml"
+    config = yaml.safe_load(cfg.read_text())
+    update_config(config, overrides)
+    cfg.write_text(yaml.safe_dump(config))
+    proc = _snakemake(work)
+    assert proc.returncode != 0
     thresholds = json.loads((work / "results" / "demographics" / "thresholds.json").read_text())
     for key in ("student", "alumni"):
         assert thresholds["breakpoint_support"][key]["supported"] is False
+        assert thresholds["breakpoint_support"][key]["accepted_unsupported"] is True
         log = (work / "logs" / "selfid" / f"{key}.log").read_text()
-        assert "WARNING" in log and "weakly supported" in log
+        assert "WARNING" in log and "not supported" in log
+    health = json.loads((work / "results" / "health" / "selfid.json").read_text())
+    assert sorted(f["subject"] for f in health) == ["demographic alumni", "demographic student"]
+    assert all(f["code"] == "selfid_unsupported_threshold" for f in health)
+    ends = [ln for ln in proc.stderr.splitlines() if "WARNING [selfid] demographic" in ln]
+    assert len(ends) == 2, proc.stderr[-3000:]
     line = _error_line(work, "logs/sample_quadruplets/sample_quadruplets.log", "splits sample:")
-    assert "no quadruplets" in line and "in both pools" in line
+    assert "no quadruplets" in line and "members of both groups" in line
     _no_traceback(work, proc)
 
 
@@ -244,3 +270,50 @@ def test_killed_jobs_leave_no_temporaries_after_the_plain_command(tmp_path):
     done = _snakemake(work)
     assert done.returncode == 0, done.stderr[-3000:]
     assert _temporaries(work) == []
+
+
+def test_twin_groups_are_a_run_health_warning_and_share_no_post(tmp_path):
+    """Issue 25: a fifth group on the same seed subreddits as another. Every post of an author
+    at or above both thresholds is left out of their pair (checked here against the users and
+    thresholds files), the summary counts them, and the run ends with one groups_overlap
+    WARNING line naming both groups and the share."""
+    demographics = yaml.safe_load((REPO / "config" / "demographics.sample.yaml").read_text())
+    catholic = next(d for d in demographics["demographics"] if d["key"] == "catholic")
+    demographics["demographics"].append(
+        {**catholic, "key": "catholic_twin", "display_name": "Catholic twin"}
+    )
+    work = _workdir(
+        tmp_path,
+        {"demographics": {"file": "config/twins.yaml"}},
+        {"config/twins.yaml": yaml.safe_dump(demographics)},
+    )
+    proc = _snakemake(work, "results/dataset/quadruplets.parquet", "results/health/sampling.json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = work / "results"
+    thresholds = json.loads((results / "demographics" / "thresholds.json").read_text())
+    members = {}
+    for key in ("catholic", "catholic_twin", "jewish"):
+        users = pl.read_parquet(results / "demographics" / key / "users.parquet")
+        members[key] = set(users.filter(pl.col("percentile") >= thresholds[key])["author"])
+    topic_posts = pl.read_parquet(results / "topics" / "topic_posts.parquet")
+    author = dict(zip(topic_posts["post_id"], topic_posts["author"], strict=False))
+    quads = pl.read_parquet(results / "dataset" / "quadruplets.parquet")
+    checked = 0
+    for row in quads.iter_rows(named=True):
+        both = members.get(row["demographic_A"], set()) & members.get(row["demographic_B"], set())
+        for column in ("example_post_ids", "sample_A_ids", "sample_B_ids"):
+            for pid in row[column]:
+                assert author[pid] not in both, (row["quadruplet_id"], pid)
+                checked += 1
+    assert checked > 1000
+    summary = json.loads((results / "dataset" / "sampling_summary.json").read_text())
+    twin = summary["dual_membership"]["catholic/catholic_twin"]
+    shared = members["catholic"] & members["catholic_twin"]
+    assert twin["dual_members"] == len(shared) > 0.5 * len(members["catholic"])
+    assert twin["posts_left_out"] > 0
+    health = json.loads((results / "health" / "sampling.json").read_text())
+    overlap = [f for f in health if f["code"] == "groups_overlap"]
+    assert [f["subject"] for f in overlap] == ["groups catholic and catholic_twin"]
+    ends = [ln for ln in proc.stderr.splitlines() if "WARNING [sampling] groups catholic and" in ln]
+    assert len(ends) == 1 and f"{twin['dual_share_of_A']:.0%}" in ends[0]
+    _no_traceback(work, proc)

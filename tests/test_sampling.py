@@ -267,7 +267,11 @@ def test_empty_pairs_are_warned_with_their_counts(tmp_path, caplog):
     )
     with caplog.at_level("WARNING", logger="splits.sampling"):
         assert _run_sample(tmp_path, topic_posts, 4) == 0
-    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelname == "WARNING" and r.getMessage().startswith("pair ")
+    ]
     # a/c and b/c have no row on any topic; a/b has rows (on t and u)
     assert len(warnings) == 2
     assert any("a/c" in w and "50" in w and " 4 " in w for w in warnings)
@@ -277,3 +281,99 @@ def test_empty_pairs_are_warned_with_their_counts(tmp_path, caplog):
     summary = read_json(tmp_path / "s.json")
     assert summary["empty_pairs"] == ["a/c", "b/c"]
     assert summary["empty_splits"] == 4  # (t, a, c), (t, b, c), (u, a, c), (u, b, c)
+
+
+# --------------------------------------------------------------------------- dual membership
+
+
+def _dual_corpus(n_a=60, n_b=60, n_dual=40, dual_posts=2):
+    """Groups a and b on topic t: 30 a-only and 30 b-only authors, and ``n_dual`` authors at
+    or above both thresholds whose posts were found in ONE pool only (a's for even, b's for
+    odd authors), as when the other group's truncated topic pool missed them. Returns the topic
+    posts, the users table and the thresholds (percentile 50)."""
+    rows, users = [], []
+    for key, n in (("a", n_a), ("b", n_b)):
+        for i in range(n):
+            author = f"{key}-only-{i % 30}"
+            rows.append((f"{key}-{i}", f"text {key} {i}", key, "cat", "t", author))
+    for j in range(n_dual):
+        key = "a" if j % 2 == 0 else "b"
+        for p in range(dual_posts):
+            pid = f"dual-{j}-{p}"
+            rows.append((pid, f"text {pid}", key, "cat", "t", f"dual-{j}"))
+    for key in ("a", "b"):
+        users += [(key, f"{key}-only-{i}", 90.0) for i in range(30)]
+        users += [(key, f"dual-{j}", 80.0) for j in range(n_dual)]
+        users += [(key, f"{key}-below-{i}", 10.0) for i in range(5)]  # not members
+    topic_posts = pl.DataFrame(
+        rows,
+        schema=["post_id", "text", "demographic", "category", "topic", "author"],
+        orient="row",
+    )
+    users_frame = pl.DataFrame(users, schema=["demographic", "author", "percentile"], orient="row")
+    return topic_posts, users_frame, {"a": 50.0, "b": 50.0}
+
+
+def test_posts_of_authors_above_both_thresholds_are_left_out():
+    """docs/method.md §2.7: a post whose author is at or above both groups' thresholds is left
+    out of the pair, even when only one group's (truncated) pool found it."""
+    topic_posts, users, thresholds = _dual_corpus()
+    members = sampling.group_members(users, thresholds)
+    assert members["a"] == {f"a-only-{i}" for i in range(30)} | {f"dual-{j}" for j in range(40)}
+    quads = sample_quadruplets(topic_posts, 4, 7, members=members)
+    assert validate_quadruplets(quads, topic_posts, 4, members) == []
+    drawn = set()
+    for column in ("example_post_ids", "sample_A_ids", "sample_B_ids"):
+        drawn |= {pid for ids in quads[column] for pid in ids}
+    assert drawn and not any(pid.startswith("dual-") for pid in drawn)
+    # pools after the rule: 60 posts each, so 60 // (2 + 3) rows
+    assert quads.height == 12
+    # the validator catches a dataset sampled without the rule
+    unfiltered = sample_quadruplets(topic_posts, 4, 7)
+    assert any(
+        "both groups' thresholds" in p
+        for p in validate_quadruplets(unfiltered, topic_posts, 4, members)
+    )
+    pools = sampling.split_pools(topic_posts, members=members)
+    row = pools.row(0, named=True)
+    assert (row["pool_A"], row["pool_B"], row["left_out"]) == (60, 60, 80)
+
+
+def test_cli_counts_dual_members_and_warns_when_groups_overlap(tmp_path):
+    """The summary counts dual members and left-out posts per pair; 40 of 70 members shared
+    (57%) is more than half: one groups_overlap finding naming both groups and the share."""
+    from splits.cli import main
+    from splits.io import read_json
+
+    topic_posts, users, thresholds = _dual_corpus()
+    topic_posts.write_parquet(tmp_path / "tp.parquet")
+    files = []
+    for key in ("a", "b"):
+        path = tmp_path / key / "users.parquet"
+        path.parent.mkdir()
+        users.filter(pl.col("demographic") == key).write_parquet(path)
+        files.append(str(path))
+    (tmp_path / "thresholds.json").write_text('{"a": 50.0, "b": 50.0, "breakpoint_support": {}}')
+    argv = ["sample", "--topic-posts", str(tmp_path / "tp.parquet"), "--k", "4", "--seed", "3"]
+    argv += ["--out", str(tmp_path / "q.parquet"), "--summary", str(tmp_path / "s.json")]
+    argv += ["--users", *files, "--thresholds", str(tmp_path / "thresholds.json")]
+    argv += ["--health", str(tmp_path / "health" / "sampling.json")]
+    assert main(argv) == 0
+    dual = read_json(tmp_path / "s.json")["dual_membership"]["a/b"]
+    assert dual == {
+        "members_A": 70,
+        "members_B": 70,
+        "dual_members": 40,
+        "dual_share_of_A": round(40 / 70, 4),
+        "dual_share_of_B": round(40 / 70, 4),
+        "posts_left_out": 80,
+    }
+    findings = read_json(tmp_path / "health" / "sampling.json")
+    assert [f["code"] for f in findings] == ["groups_overlap"]
+    assert "a" in findings[0]["subject"] and "b" in findings[0]["subject"]
+    assert "57%" in findings[0]["message"]
+    # below half: no finding (10 of 40 shared)
+    topic_posts, users, thresholds = _dual_corpus(n_dual=10)
+    members = sampling.group_members(users, thresholds)
+    pools = sampling.split_pools(topic_posts, members=members)
+    assert sampling.overlap_findings(sampling.dual_membership(members, pools, ["a", "b"])) == []

@@ -649,3 +649,185 @@ def test_weak_auto_threshold_is_warned(caplog):
     with caplog.at_level("WARNING", logger="splits.selfid"):
         _support("nobody", flat, 20, {**chosen, "source": "fixed", "threshold": 90.0})
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+# --------------------------------------------------------------------------- unsupported curves
+
+
+def _curve_corpus(tmp_path: Path, says) -> Path:
+    """400 users at percentiles 0, 0.25, ..., 99.75 with 10 posts each; user i says "I'm
+    Catholic" in ``says(i)`` of its posts. Writes users, posts and a demographics file."""
+    n = 400
+    g = np.arange(n) / n * 5
+    authors = [f"u{i:03d}" for i in range(n)]
+    pl.DataFrame(
+        {
+            "author": authors,
+            "demographic": "catholic",
+            "groupness": g,
+            "percentile": np.arange(n) * 100.0 / n,
+            "n_posts": [10] * n,
+            "n_seed_posts": [1] * n,
+            "n_seed_subreddits": [1] * n,
+            "g_sum_log": g,
+            "g_breadth_x_volume": g,
+            "g_entropy": g,
+        }
+    ).write_parquet(tmp_path / "users.parquet")
+    texts, post_authors = [], []
+    for i, a in enumerate(authors):
+        for j in range(10):
+            texts.append("Well I'm Catholic. " if j < says(i) else "chat")
+            post_authors.append(a)
+    pl.DataFrame(
+        {"post_id": [f"p{i:05d}" for i in range(len(texts))], "author": post_authors, "text": texts}
+    ).write_parquet(tmp_path / "posts.parquet")
+    demo_file = tmp_path / "demo.yaml"
+    demo_file.write_text(
+        "demographics:\n- key: catholic\n  display_name: Catholic\n  threshold: auto\n"
+        '  seed_subreddits: [Catholicism]\n  self_id_phrases: ["I\'m Catholic"]\n'
+        '  anti_self_id_phrases: ["I\'m Jewish"]\n'
+    )
+    return demo_file
+
+
+def test_backwards_selfid_curve_stops_with_one_line_naming_the_ways_on(tmp_path, capsys):
+    """A self-ID rate that FALLS with group-ness (users low in group-ness say it more): the auto
+    threshold is not supported; the search stops with one line naming the demographic, the rates
+    below and above, a fixed threshold and the opt-in key; with the opt-in it runs, the threshold
+    file says so and the summary writes a run-health finding."""
+    from splits.cli import main
+    from splits.io import read_json
+
+    # 1 in 10 users below percentile 50 says it twice, 1 in 20 above says it once
+    demo = _curve_corpus(
+        tmp_path, lambda i: (2 if i % 10 == 0 else 0) if i < 200 else (i % 20 == 0)
+    )
+    assert _search_cli(tmp_path, demo, []) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    line = err[0]
+    assert "'catholic'" in line and "not supported" in line
+    assert "below" in line and "above" in line and str(demo) in line
+    assert "demographics.accept_unsupported_thresholds: true" in line
+    assert not (tmp_path / "out" / "t.json").exists()
+    # the rates in the line are the planted ones (per 1,000 posts, below and above)
+    assert _search_cli(tmp_path, demo, ["--accept-unsupported"]) == 0
+    threshold = read_json(tmp_path / "out" / "t.json")
+    cut = threshold["threshold"]
+    below = sum(2 for i in range(400) if i * 100 / 400 < cut and i < 200 and i % 10 == 0)
+    below += sum(1 for i in range(200, 400) if i * 100 / 400 < cut and i % 20 == 0)
+    above = sum(1 for i in range(200, 400) if i * 100 / 400 >= cut and i % 20 == 0)
+    above += sum(2 for i in range(200) if i * 100 / 400 >= cut and i % 10 == 0)
+    n_below = sum(10 for i in range(400) if i * 100 / 400 < cut)
+    support = threshold["support"]
+    assert support["self_rate_below_per_1k"] == round(1000 * below / n_below, 4)
+    assert support["self_rate_above_per_1k"] == round(1000 * above / (4000 - n_below), 4)
+    assert f"{support['self_rate_below_per_1k']:g} below" in line
+    assert threshold["accepted_unsupported"] is True and threshold["support"]["supported"] is False
+    summary = tmp_path / "summary"
+    argv = ["selfid", "summary", "--thresholds", str(tmp_path / "out" / "t.json")]
+    argv += ["--comparisons", str(tmp_path / "out" / "cmp.parquet")]
+    argv += ["--out-thresholds", str(summary / "t.json"), "--out-csv", str(summary / "c.csv")]
+    argv += ["--out-md", str(summary / "c.md"), "--health", str(summary / "health.json")]
+    assert main(argv) == 0
+    (finding,) = read_json(summary / "health.json")
+    assert finding["code"] == "selfid_unsupported_threshold" and "catholic" in finding["subject"]
+
+
+def test_too_few_selfids_stop_and_a_fixed_threshold_is_the_way_on(tmp_path, capsys):
+    """6 verified self-IDs in all, all from members: a curve too thin to read (the issue's third
+    group); a fixed threshold in the demographics file runs without a finding."""
+    demo = _curve_corpus(tmp_path, lambda i: 1 if i in (380, 385, 390, 395, 396, 399) else 0)
+    assert _search_cli(tmp_path, demo, []) == 2
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and "only 6 verified self-IDs" in line
+    demo.write_text(demo.read_text().replace("threshold: auto", "threshold: 90"))
+    assert _search_cli(tmp_path, demo, []) == 0
+
+
+def test_unsupported_plot_says_so_beside_the_threshold(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+    from splits.selfid import plot_curve
+
+    labels = []
+    original = Axes.axvline
+
+    def spy(self, x=0, *args, **kwargs):
+        labels.append(kwargs.get("label"))
+        return original(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "axvline", spy)
+    curve = selfid_curve(_synthetic_users(lambda p: np.full_like(p, 0.003)), 20)
+    plot_curve(curve, 65.0, "Catholic", "auto", tmp_path / "a.png", unsupported=True)
+    plot_curve(curve, 65.0, "Catholic", "auto", tmp_path / "b.png")
+    assert labels == ["threshold 65 (auto, unsupported)", "threshold 65 (auto)"]
+
+
+# --------------------------------------------------------------------------- visitors
+
+# Every match of VISIT_PHRASES in the real r/Cornell ConvoKit corpus, labelled by reading its
+# context (utterance id -> True when the author states, as a fact about themselves, that they
+# are or were a member of a school or its programme: a student, alum or resident of a dorm;
+# False for visits, places, events, activities and phrases used of something else). The texts
+# stay in ../shared/reference; only ids and labels are here.
+VISIT_PHRASES = [
+    "I'm at", "I am at", "I go to", "I attend", "I'm a freshman", "I'm a sophomore",
+    "I'm a junior", "I'm a senior", "I graduated", "as a student", "I'm a student",
+    "I am a student", "I'm an alum", "I'm visiting", "I was at", "I'm in",
+]  # fmt: skip
+CORNELL_LABELS = {
+    "4eycta": False, "4lzpjz": False, "4xujj2": True, "57qqhb": True, "c2i9rw0": True,
+    "c2lwzaa": False, "c2n8w6m": False, "c700x6d": False, "c9urncv": True, "cknu9aq": True,
+    "clwl2r8": True, "clwmi14": True, "cp69zpg": False, "cpxb28f": True, "cpxgj5u": True,
+    "cqtv56s": False, "cqtvskx": True, "cxutr3s": False, "czum5bf": True, "d0pv6zv": False,
+    "d1oafx3": True, "d1ojfq7": True, "d1ooynd": True, "d1ptqzq": True, "d6dab16": False,
+    "d6diwzq": False, "d6dl85u": False, "d6e5rzp": False, "d6ikfww": True, "d6jbdjk": True,
+    "d7247x6": False, "d8lwbdl": False, "d8u85eu": False, "d8urmab": True, "d8ustco": True,
+    "d8vcl7j": False, "d8xaz0i": True, "dekpsnh": False, "df2p4du": False, "df3r1v6": True,
+    "e0b1mka": True, "e0rcz21": True, "kk7hg": False,
+}  # fmt: skip
+
+
+def test_visitors_are_not_members_on_labelled_real_cornell_text(reference_dir):
+    """The rule verifier against labels on every match in r/Cornell: the visits ("I'm in town
+    looking at Cornell", "I'm visiting cornell this tuesday", "I was at a pledge party") are
+    rejected as ``visit``; no labelled self-ID is lost. Before the visit rule: 40 verified, 23
+    of them true (precision 0.575); with it 37 verified, 23 true (0.622), recall 23/23 both."""
+    import json as _json
+
+    path = reference_dir / "realdata" / "convokit_cornell" / "utterances.jsonl"
+    rows = [_json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    posts = pl.DataFrame(
+        {
+            "post_id": [r["id"] for r in rows],
+            "author": [r.get("speaker") or r.get("user") or "" for r in rows],
+            "text": [r["text"] for r in rows],
+        }
+    )
+    matches = verify_rules(find_phrases(posts.lazy(), PhraseSet.from_lists(VISIT_PHRASES, []), 150))
+    assert sorted(matches["post_id"]) == sorted(CORNELL_LABELS)  # one match each
+    verdict = dict(zip(matches["post_id"], matches["verified"], strict=True))
+    reason = dict(zip(matches["post_id"], matches["reason"], strict=True))
+    assert {i for i, r in reason.items() if r == "visit"} == {"4eycta", "kk7hg", "dekpsnh"}
+    true_ids = {i for i, label in CORNELL_LABELS.items() if label}
+    verified = {i for i, v in verdict.items() if v}
+    assert true_ids <= verified  # recall 1.0
+    precision = len(true_ids & verified) / len(verified)
+    print(f"rule verifier on r/Cornell: {len(verified)} verified, precision {precision:.3f}")
+    assert (len(verified), len(true_ids)) == (37, 23)
+
+
+def test_visitor_phrases_of_the_issue():
+    texts = [
+        "I'm at Emory for the speech and debate tournament",  # the issue's visitor
+        "I'm at Emory for a campus tour next week",
+        "I'm at Emory this weekend, any food tips",
+        "I'm at Emory for my PhD",
+        "I'm at Emory for grad school",
+        "I go to Emory and love it",
+        "I graduated from Emory this weekend",  # past membership: never a visit
+    ]
+    phrases = PhraseSet.from_lists(["I'm at Emory", "I go to Emory", "I graduated from Emory"], [])
+    found = verify_rules(find_phrases(posts_frame(texts), phrases, 150)).sort("post_id")
+    assert found["reason"].to_list() == ["visit"] * 3 + ["statement"] * 4

@@ -100,6 +100,11 @@ def selfid_verifier_inputs():
     return []
 
 
+def demographic_users_files():
+    """U_d of every demographic (group-ness percentiles: the sampling's dual members)."""
+    return [f"{RESULTS}/demographics/{key}/users.parquet" for key in DEMOGRAPHIC_KEYS]
+
+
 def demographic_posts_files():
     """D_d of every demographic (the topic-splits CLI reads the key from the folder name)."""
     return [f"{RESULTS}/demographics/{key}/posts.parquet" for key in DEMOGRAPHIC_KEYS]

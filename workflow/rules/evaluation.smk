@@ -16,6 +16,8 @@
 rule evaluation_sweep_dataset:
     input:
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        users=demographic_users_files(),
+        thresholds=f"{RESULTS}/demographics/thresholds.json",
     output:
         quadruplets=f"{RESULTS}/evaluation/datasets/k-{{k}}/quadruplets.parquet",
         summary=f"{RESULTS}/evaluation/datasets/k-{{k}}/sampling_summary.json",
@@ -33,7 +35,7 @@ rule evaluation_sweep_dataset:
     params:
         seed=SEED,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {wildcards.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {wildcards.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} --users {input.users:q} --thresholds {input.thresholds:q} > {log:q} 2>&1"
 
 
 rule evaluation_subsample:

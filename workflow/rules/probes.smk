@@ -38,7 +38,7 @@ rule probe_stress:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
-        spec=model_spec_json(config, PROBES["stress"]["model"]),
+        spec=lambda w: model_spec_json(config, PROBES["stress"]["model"]),
         model=PROBES["stress"]["model"],
         max_items=lambda w: (
             PROBES["stress"]["max_items"]
@@ -100,7 +100,7 @@ rule probe_empathy:
             str(v) for v in PROBES["empathy"]["variants"][w.variant]["scale"]
         ],
         data=probe_data_arg,
-        spec=model_spec_json(config, PROBES["empathy"]["model"]),
+        spec=lambda w: model_spec_json(config, PROBES["empathy"]["model"]),
         model=PROBES["empathy"]["model"],
         max_items=lambda w: (
             PROBES["empathy"]["max_items"]
@@ -264,7 +264,7 @@ rule probe_personalization:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
-        spec=model_spec_json(config, PROBES["personalization"]["model"]),
+        spec=lambda w: model_spec_json(config, PROBES["personalization"]["model"]),
         model=PROBES["personalization"]["model"],
         tasks=json.dumps(PROBES["personalization"]["tasks"], sort_keys=True),
         max_items=PROBES["personalization"]["max_items"],

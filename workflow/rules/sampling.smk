@@ -4,9 +4,12 @@
 rule sample_quadruplets:
     input:
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        users=demographic_users_files(),
+        thresholds=f"{RESULTS}/demographics/thresholds.json",
     output:
         quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
         summary=f"{RESULTS}/dataset/sampling_summary.json",
+        health=f"{RESULTS}/health/sampling.json",
     log:
         "logs/sample_quadruplets/sample_quadruplets.log",
     benchmark:
@@ -20,7 +23,7 @@ rule sample_quadruplets:
         k=config["sampling"]["k"],
         seed=SEED,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {params.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {params.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} --health {output.health:q} --users {input.users:q} --thresholds {input.thresholds:q} > {log:q} 2>&1"
 
 
 rule export_dataset:
@@ -49,6 +52,12 @@ rule export_dataset:
         salt_env=config["export"]["salt_env"],
         post_ids=config["export"]["post_ids"],
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
+        card=[
+            arg
+            for key in ("license", "source")
+            if config["export"][key]
+            for arg in (f"--{key}", config["export"][key])
+        ],
         out_dir=lambda wildcards, output: str(Path(output.card).parent),
     shell:
-        "splits export --quadruplets {input.quadruplets:q} --topic-posts {input.topic_posts:q} --k {params.k:q} --salt-env {params.salt_env:q} --post-ids {params.post_ids:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "splits export --quadruplets {input.quadruplets:q} --topic-posts {input.topic_posts:q} --k {params.k:q} --salt-env {params.salt_env:q} --post-ids {params.post_ids:q} --out-dir {params.out_dir:q} {params.card:q} > {log:q} 2>&1"

@@ -7,6 +7,7 @@ against the schema, and every check across keys, all before Snakemake builds a j
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -81,6 +82,54 @@ def check_config(config: dict) -> None:
     check_hypotheses(config)
     check_prompt_templates(config)
     require_salt_for_real_data(config)  # issue 26: no development salt on real data
+    check_extras(config)
+
+
+#: Python modules each model backend imports, and the pip extra of the package that installs them
+BACKEND_MODULES = {
+    "transformers": (("torch", "transformers"), "llm"),
+    "vllm": (("vllm",), "vllm"),
+}
+
+
+def _used_models(config: dict) -> list[tuple[str, str, str]]:
+    """(config key, model name, backend) of every model the default run loads."""
+    models = config["models"]
+    used = [(f"evaluation.experiments ({name})", name) for name in evaluation_models(config)]
+    demographics = config["demographics"]
+    if demographics["verifier"] == "llm" and demographics["verifier_model"]:
+        used.append(("demographics.verifier_model", demographics["verifier_model"]))
+    probes = config["probes"]
+    if probes["enabled"]:
+        for probe in ("stress", "empathy", "personalization"):
+            used.append((f"probes.{probe}.model", probes[probe]["model"]))
+        used.append(
+            ("probes.personalization.judge_model", probes["personalization"]["judge_model"])
+        )
+    out = [(key, name, models[name]["backend"]) for key, name in used if name in models]
+    hypotheses = config["hypotheses"]
+    if hypotheses["enabled"]:
+        encoder = hypotheses["encoder"]
+        # an encoder outside the registry is a Hugging Face id or path (transformers)
+        backend = models[encoder]["backend"] if encoder in models else "transformers"
+        out.append(("hypotheses.encoder", encoder, backend))
+    return out
+
+
+def check_extras(config: dict) -> None:
+    """The Python packages of the chosen models' backends are installed, before any job runs:
+    one line naming the key, the model, the missing modules and the pip extra."""
+    for key, name, backend in _used_models(config):
+        if backend not in BACKEND_MODULES:
+            continue
+        modules, extra = BACKEND_MODULES[backend]
+        missing = [m for m in modules if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ConfigError(
+                f"{key}: model {name!r} (backend {backend}) needs {' and '.join(missing)}, which "
+                f"is not installed; install it with pip install 'splits[{extra}]' (from the "
+                "repository: pip install -e '.[" + extra + "]'), or choose a builtin model"
+            )
 
 
 def check_ingest(config: dict) -> None:
@@ -110,11 +159,12 @@ def check_model_references(config: dict) -> None:
         _registered("demographics.verifier_model", demographics["verifier_model"], models)
     _registered("topics.generate.model", config["topics"]["generate"]["model"], models)
     probes = config["probes"]
-    for probe in ("stress", "empathy", "personalization"):
-        _registered(f"probes.{probe}.model", probes[probe]["model"], models)
-    _registered(
-        "probes.personalization.judge_model", probes["personalization"]["judge_model"], models
-    )
+    if probes["enabled"]:  # disabled probes need no model
+        for probe in ("stress", "empathy", "personalization"):
+            _registered(f"probes.{probe}.model", probes[probe]["model"], models)
+        _registered(
+            "probes.personalization.judge_model", probes["personalization"]["judge_model"], models
+        )
     evaluation = config["evaluation"]
     for key in ("tm_prompts", "cm_prompts"):
         for model in evaluation[key]:

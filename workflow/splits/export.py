@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,7 +32,11 @@ log = logging.getLogger(__name__)
 DEFAULT_SALT_ENV = "SPLITS_SALT"
 DEVELOPMENT_SALT = "splits-development-salt-not-secret"
 HASH_HEX_DIGITS = 16
-LICENCE = "CC BY 4.0 for the annotations (ids, labels, splits); post texts remain subject to Reddit's terms"
+NO_LICENCE = (
+    "No licence is stated for this export (`export.license` was not set): ask its makers before "
+    "reusing it"
+)
+NO_SOURCE = "Not stated (`export.source` was not set)"
 
 
 def resolve_salt(salt_env: str = DEFAULT_SALT_ENV) -> tuple[str, bool]:
@@ -213,7 +218,12 @@ def dataset_card(
     k: int | None,
     development_salt: bool,
     post_ids: str = "keep",
+    license: str | None = None,
+    source: str | None = None,
 ) -> str:
+    """The dataset card (Hugging Face README). ``license`` (an SPDX-style id such as
+    ``cc-by-4.0``, or any text) and ``source`` (where the posts come from) are the user's
+    statements from the config; without a licence none is claimed (no ``license`` field)."""
     demographics = sorted(topic_posts.get_column("demographic").unique().to_list())
     n_topics = quadruplets.get_column("description").n_unique()
     switched = float(quadruplets.get_column("switched").mean() or 0.0) if len(quadruplets) else 0.0
@@ -223,9 +233,15 @@ def dataset_card(
         if development_salt
         else ""
     )
+    license_field = f"license: {_yaml_scalar(license)}\n" if license else ""
+    licence_text = (
+        f"Licence stated by the dataset's makers: {license}. The post texts remain subject to the "
+        "terms of their source"
+        if license
+        else NO_LICENCE + "; the post texts are subject to the terms of their source"
+    )
     return f"""---
-license: cc-by-4.0
-task_categories:
+{license_field}task_categories:
 - text-classification
 language:
 - en
@@ -242,6 +258,10 @@ configs:
 for Evaluating a Model's Demographic Social Inference"): given two demographics A and B, a neutral
 topic and a calibration set of posts, a theory model writes how A and B post differently on the
 topic; a classification model then uses that theory to tell which of two 3-post sets is A's.
+
+## Source
+
+{source or NO_SOURCE}.
 
 ## Contents
 
@@ -272,12 +292,12 @@ topic; a classification model then uses that theory to tell which of two 3-post 
    demographics' posts (one index, so scores are comparable); top posts per (demographic, topic),
    pooled per topic, the lowest-scoring quarter dropped.
 4. For every topic and pair of demographics, quadruplets are drawn without replacement until a
-   group runs out of posts (seeded; no post twice within a (topic, A, B) split; posts in both
-   groups' pools left out of that pair).
+   group runs out of posts (seeded; no post twice within a (topic, A, B) split; posts by authors
+   at or above both groups' thresholds left out of that pair).
 
 ## Licence
 
-{LICENCE}. Usernames are replaced by salted hashes (HMAC-SHA256, truncated to
+{licence_text}. Usernames are replaced by salted hashes (HMAC-SHA256, truncated to
 {HASH_HEX_DIGITS} hex digits); the salt is not part of this export.
 
 {post_id_statement(post_ids)}
@@ -300,6 +320,13 @@ Not for profiling, identifying or targeting individuals or groups.
 """
 
 
+def _yaml_scalar(text: str) -> str:
+    """``text`` as one YAML scalar (quoted unless it is a plain id such as cc-by-4.0)."""
+    import json
+
+    return text if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+-]*", text) else json.dumps(text)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quadruplets", required=True, help="results/dataset/quadruplets.parquet")
     parser.add_argument("--topic-posts", required=True, help="results/topics/topic_posts.parquet")
@@ -314,6 +341,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default="keep",
         help="Reddit post ids in the export: keep, hash (salted) or drop (config export.post_ids)",
     )
+    parser.add_argument("--license", default=None, help="licence of the export (export.license)")
+    parser.add_argument("--source", default=None, help="where the posts come from (export.source)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -343,9 +372,23 @@ def run(args: argparse.Namespace) -> int:
     by_category = category_counts(by_topic)
     write_tables(out, {"counts_by_topic": by_topic, "counts_by_category": by_category})
     write_text(
-        dataset_card(quadruplets, topic_posts, by_category, args.k, development, args.post_ids),
+        dataset_card(
+            quadruplets,
+            topic_posts,
+            by_category,
+            args.k,
+            development,
+            args.post_ids,
+            args.license,
+            args.source,
+        ),
         out / "README.md",
     )
+    if not args.license:
+        log.warning(
+            "the dataset card states no licence: set export.license (and export.source) to the "
+            "terms you release the dataset under"
+        )
     log.info(
         "exported %d quadruplets and %d topic posts to %s", len(quadruplets), len(topic_posts), out
     )

@@ -22,6 +22,7 @@ For one demographic d with seed set S_d:
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import math
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from splits.config import ConfigError, Demographic, load_demographics
+from splits.health import Finding, log_findings, write_findings
 from splits.io import scan_posts, write_json, write_parquet, write_sorted_parquet
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ DEFAULT_FORMULA = "sum_log"
 ALWAYS_BOTS = ("automoderator", "[deleted]")
 SCORE_DECIMALS = 9
 SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
+CLOSEST_NAMES = 3  # subreddit names suggested for a seed that does not occur in the posts
 
 POST_COLUMNS = [
     "post_id",
@@ -122,6 +125,22 @@ def groupness_scores(counts: pl.LazyFrame) -> pl.LazyFrame:
 class GroupnessResult:
     users: pl.DataFrame
     report: dict = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def closest_subreddits(seed: str, names: list[str], n: int = CLOSEST_NAMES) -> list[str]:
+    """The subreddit names of the posts closest in spelling to ``seed`` (difflib ratio >= 0.6,
+    compared lowercased), best first."""
+    return difflib.get_close_matches(seed.lower(), names, n=n, cutoff=0.6)
+
+
+def _seeds_with_suggestions(seeds: list[str], names: list[str]) -> str:
+    parts = []
+    for seed in seeds:
+        close = closest_subreddits(seed, names)
+        hint = f" (closest: {', '.join(repr(c) for c in close)})" if close else " (nothing close)"
+        parts.append(f"{seed!r}{hint}")
+    return "; ".join(parts)
 
 
 def build_users(
@@ -145,21 +164,47 @@ def build_users(
     counts = seed_counts(posts, seeds).collect(engine="streaming")
     present = set(counts["subreddit"].unique().to_list())
     missing_seeds = sorted(set(seeds) - present)
-    if not present:
-        raise ConfigError(
-            f"demographics.file: demographic {demographic.key!r}: none of its seed subreddits "
-            "occurs in the posts"
+    findings: list[Finding] = []
+    if missing_seeds:
+        # as the user spelt them; the posts' names to suggest from (lowercased at ingest)
+        spelt = [s for s in demographic.seed_subreddits if s.lower() in missing_seeds]
+        names = (
+            posts.select(pl.col("subreddit").str.to_lowercase().unique())
+            .collect(engine="streaming")["subreddit"]
+            .drop_nulls()
+            .sort()
+            .to_list()
+        )
+        named = _seeds_with_suggestions(spelt, names)
+        if not present:
+            raise ConfigError(
+                f"demographics.file: demographic {demographic.key!r}: none of its seed "
+                f"subreddits occurs in the posts: {named}; correct the seed subreddits"
+            )
+        findings.append(
+            Finding(
+                "groupness",
+                "seed_subreddit_missing",
+                f"demographic {demographic.key}",
+                f"{len(spelt)} of its {len(seeds)} seed subreddits never occur in the posts: "
+                f"{named}",
+                "correct or remove these seed subreddits in the demographics file",
+            )
         )
     unkept_seeds = sorted(present - set(kept))
-    if missing_seeds:
-        log.warning("%s: seed subreddits without posts: %s", demographic.key, missing_seeds)
     if unkept_seeds:
-        log.warning(
-            "%s: seed subreddits not kept by the graph stage (they count for U_d and group-ness, "
-            "their posts are not in D_d): %s",
-            demographic.key,
-            unkept_seeds,
+        findings.append(
+            Finding(
+                "groupness",
+                "seed_subreddit_not_kept",
+                f"demographic {demographic.key}",
+                f"seed subreddits not kept by the graph stage (they count for U_d and "
+                f"group-ness, their posts are not in D_d): {', '.join(unkept_seeds)}",
+                "lower graph.min_posts or raise graph.top_n to keep them, or remove them from "
+                "the seed subreddits",
+            )
         )
+    log_findings(findings, log)
 
     scores = groupness_scores(counts.lazy()).collect()
     n_seed_users = scores.height
@@ -210,7 +255,7 @@ def build_users(
         "top_user_min_posts": int(removed["n_posts"].min()) if removed.height else None,
         "users": users.height,
     }
-    return GroupnessResult(users=users, report=report)
+    return GroupnessResult(users=users, report=report, findings=findings)
 
 
 def demographic_posts(
@@ -276,6 +321,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-report", required=True, help="counts of kept and dropped users and posts (JSON)"
     )
+    parser.add_argument("--health", help="run-health findings (JSON; splits.health)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -297,6 +343,8 @@ def run(args: argparse.Namespace) -> int:
     n_posts = write_demographic_posts(demographic_posts(posts, result.users, kept), args.out_posts)
     result.report["posts"] = int(n_posts)
     write_json(result.report, args.out_report)
+    if args.health:
+        write_findings(args.health, result.findings)
     log.info(
         "%s: %d users, %d posts in D_d (dropped %d bots, %d top users)",
         demographic.key,

@@ -38,8 +38,10 @@ Cleaning, in this order; each dropped record is counted once, under the first re
      post with an empty body keeps its title as text);
   6. ``deleted_author``: the author is ``[deleted]``;
   7. ``bot``: a known bot (``AutoModerator``, the shipped list ``resources/bots.txt``); accounts
-     named ``...bot`` whose posts are templated or carry a bot's marks are found and dropped
-     by ``merge-posts``, which sees all shards;
+     named ``...bot`` whose posts are templated, end in the same line or carry a bot's marks,
+     and any account whose posts are signed as a bot's ("Beep. Boop. I'm a robot.", a link to
+     its own user page), are found and dropped by ``merge-posts``, which sees all shards (the
+     ingest report lists each with its reason under ``merge.bots``);
   8. ``duplicate_id``: a post id seen before (first occurrence kept; across shards in
      ``merge-posts``).
 Blank lines are not records and are only counted (``blank_lines``); a truncated last line is a

@@ -1,9 +1,14 @@
 """Group Theorization quadruplets (docs/method.md §2.7) and their validator.
 
 For every topic t and unordered pair {A, B} of demographics (A < B alphabetically, as in the
-release), the pools are the topic posts of A and of B on t. A post found in both pools (its author
-is above the threshold of both groups) is left out of that pair's split: it cannot serve as
-evidence for either group. Each split draws from its own random generator, seeded by the base seed
+release), the pools are the topic posts of A and of B on t. A post whose author is at or above the
+threshold of both groups (a dual member of the pair) is left out of that pair's split, whichever
+pool it was found in: it cannot serve as evidence for either group. The members of each group
+(its users at or above its threshold percentile) come from the groups' ``users.parquet`` and
+``thresholds.json`` (``--users``, ``--thresholds``); without them only the posts found in both
+pools are left out (a lower bound, logged as a warning). The sampling summary counts the dual
+members and their left-out posts per pair (``dual_membership``), and two groups that share more
+than half of either group's members are a run-health finding (``groups_overlap``). Each split draws from its own random generator, seeded by the base seed
 and the names of (t, A, B), so adding a topic or a group leaves the other splits unchanged.
 While both pools hold at least k/2 + 3 posts: draw k/2 posts of A and k/2 of B and shuffle them
 (the calibration set ``example_posts``, with hidden labels ``example_labels``, "A"/"B"), draw 3
@@ -23,12 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from splits.config import ConfigError, InputError
-from splits.io import write_json, write_parquet
+from splits.config import THRESHOLDS_SUPPORT_KEY, ConfigError, InputError
+from splits.health import Finding, log_findings, write_findings
+from splits.io import read_json, write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
 SAMPLE_SIZE = 3  # posts per evaluation set
+OVERLAP_WARN_SHARE = 0.5  # two groups sharing more of either group's members: a health finding
+STAGE = "sampling"
 RELEASE_COLUMNS = [
     "description",
     "demographic_A",
@@ -124,7 +132,12 @@ def sample_split(
 
 
 def _pools(topic_posts: pl.DataFrame) -> dict[tuple[str, str], pl.DataFrame]:
-    frame = topic_posts.select("topic", "demographic", "post_id", "text").unique(
+    author = (
+        pl.col("author").cast(pl.String)
+        if "author" in topic_posts.columns
+        else pl.lit(None, pl.String).alias("author")
+    )
+    frame = topic_posts.select("topic", "demographic", "post_id", "text", author).unique(
         subset=["topic", "demographic", "post_id"], keep="first"
     )
     return {
@@ -133,10 +146,63 @@ def _pools(topic_posts: pl.DataFrame) -> dict[tuple[str, str], pl.DataFrame]:
     }
 
 
-def _disjoint(a: pl.DataFrame, b: pl.DataFrame) -> tuple[Pool, Pool]:
+Members = dict[str, frozenset[str]]
+EMPTY_POOL = pl.DataFrame(schema={"post_id": pl.String, "text": pl.String, "author": pl.String})
+
+
+def group_members(users: pl.DataFrame, thresholds: dict) -> Members:
+    """Each group's members: its users (``demographic``, ``author``, ``percentile``) at or above
+    its threshold percentile; a group without a threshold has none."""
+    members: dict[str, frozenset[str]] = {}
+    for (key,), part in users.group_by("demographic"):
+        threshold = thresholds.get(str(key))
+        if threshold is None:
+            continue
+        members[str(key)] = frozenset(
+            part.filter(pl.col("percentile") >= float(threshold)).get_column("author").to_list()
+        )
+    return members
+
+
+def read_members(users_files: Sequence[str], thresholds_file: str) -> Members:
+    """:func:`group_members` of the groups' users.parquet files and thresholds.json."""
+    try:
+        thresholds = read_json(thresholds_file)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{thresholds_file}: cannot read thresholds ({err})") from err
+    thresholds = {k: v for k, v in thresholds.items() if k != THRESHOLDS_SUPPORT_KEY}
+    frames = []
+    for path in users_files:
+        try:
+            frames.append(pl.read_parquet(path, columns=["demographic", "author", "percentile"]))
+        except (OSError, pl.exceptions.PolarsError) as err:
+            raise ConfigError(f"{path}: cannot read the group's users ({err})") from err
+    if not frames:
+        return {}
+    return group_members(pl.concat(frames, how="vertical_relaxed"), thresholds)
+
+
+def dual_members(members: Members | None, a: str, b: str) -> frozenset[str]:
+    """The authors at or above both groups' thresholds (empty without membership data)."""
+    if not members:
+        return frozenset()
+    return members.get(a, frozenset()) & members.get(b, frozenset())
+
+
+def _left_out(a: pl.DataFrame, b: pl.DataFrame, dual: frozenset[str]) -> pl.Expr:
     shared = a.join(b, on="post_id", how="semi").get_column("post_id")
-    only_a = a.filter(~pl.col("post_id").is_in(shared.implode()))
-    only_b = b.filter(~pl.col("post_id").is_in(shared.implode()))
+    out = pl.col("post_id").is_in(shared.implode())
+    if dual:
+        out = out | pl.col("author").is_in(pl.Series(sorted(dual), dtype=pl.String).implode())
+    return out
+
+
+def _disjoint(
+    a: pl.DataFrame, b: pl.DataFrame, dual: frozenset[str] = frozenset()
+) -> tuple[Pool, Pool]:
+    """The pools of a pair without the posts found in both and the posts of dual members."""
+    only_a = a.filter(~_left_out(a, b, dual))
+    only_b = b.filter(~_left_out(b, a, dual))
 
     def pool(frame: pl.DataFrame) -> Pool:
         return Pool(
@@ -160,22 +226,29 @@ def topic_order(topic_posts: pl.DataFrame) -> list[tuple[str, str]]:
 
 
 def sample_quadruplets(
-    topic_posts: pl.DataFrame, k: int, seed: int, demographics: Sequence[str] | None = None
+    topic_posts: pl.DataFrame,
+    k: int,
+    seed: int,
+    demographics: Sequence[str] | None = None,
+    members: Members | None = None,
 ) -> pl.DataFrame:
-    """All quadruplets of every (topic, A, B) split; columns ``RELEASE_COLUMNS + EXTRA_COLUMNS``."""
+    """All quadruplets of every (topic, A, B) split; columns ``RELEASE_COLUMNS + EXTRA_COLUMNS``.
+    ``members``: each group's members (:func:`group_members`); the posts of a pair's dual
+    members are left out of its splits."""
     if k < 2 or k % 2:
         raise ConfigError(f"sampling.k: must be an even number >= 2, got {k}")
     keys = sorted(
         demographics if demographics is not None else topic_posts.get_column("demographic").unique()
     )
     pools = _pools(topic_posts)
-    empty = pl.DataFrame(schema={"post_id": pl.String, "text": pl.String})
     rows: list[dict[str, object]] = []
     for topic, category in topic_order(topic_posts):
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
                 pool_a, pool_b = _disjoint(
-                    pools.get((topic, a), empty), pools.get((topic, b), empty)
+                    pools.get((topic, a), EMPTY_POOL),
+                    pools.get((topic, b), EMPTY_POOL),
+                    dual_members(members, a, b),
                 )
                 split = sample_split(pool_a, pool_b, k, split_rng(seed, topic, a, b))
                 for n, row in enumerate(split):
@@ -193,7 +266,9 @@ def sample_quadruplets(
 # --------------------------------------------------------------------------- validation
 
 
-def validate_quadruplets(quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k: int) -> list[str]:
+def validate_quadruplets(
+    quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k: int, members: Members | None = None
+) -> list[str]:
     """Every invariant of the sampling; returns the violations (empty when all hold)."""
     problems: list[str] = []
     missing = [c for c in QUADRUPLET_SCHEMA if c not in quadruplets.columns]
@@ -290,6 +365,21 @@ def validate_quadruplets(quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k
     ).join(source, on=["description", "demographic", "post_id"], how="semi")
     if len(other):
         problems.append(f"{len(other)} drawn posts are topic posts of both groups of their pair")
+    if members and "author" in topic_posts.columns:
+        authors = topic_posts.select(
+            pl.col("post_id").cast(pl.String), pl.col("author").cast(pl.String)
+        ).unique(subset="post_id", keep="first")
+        drawn_authors = drawn.join(authors, on="post_id", how="left")
+        dual = 0
+        for (a, b), part in drawn_authors.group_by("demographic_A", "demographic_B"):
+            both = dual_members(members, str(a), str(b))
+            if both:
+                names = pl.Series(sorted(both), dtype=pl.String).implode()
+                dual += part.filter(pl.col("author").is_in(names)).height
+        if dual:
+            problems.append(
+                f"{dual} drawn posts are by authors at or above both groups' thresholds"
+            )
 
     # stop rule: each split has exactly as many rows as its disjoint pools allow
     pools = _pools(topic_posts)
@@ -298,12 +388,13 @@ def validate_quadruplets(quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k
         for r in quadruplets.group_by(split_keys).len().iter_rows(named=True)
     }
     keys = sorted(topic_posts.get_column("demographic").unique().to_list())
-    empty = pl.DataFrame(schema={"post_id": pl.String, "text": pl.String})
     for topic, _ in topic_order(topic_posts):
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
                 pool_a, pool_b = _disjoint(
-                    pools.get((topic, a), empty), pools.get((topic, b), empty)
+                    pools.get((topic, a), EMPTY_POOL),
+                    pools.get((topic, b), EMPTY_POOL),
+                    dual_members(members, a, b),
                 )
                 expected = rows_possible(len(pool_a.post_ids), len(pool_b.post_ids), k)
                 got = observed.pop((topic, a, b), 0)
@@ -317,22 +408,28 @@ def validate_quadruplets(quadruplets: pl.DataFrame, topic_posts: pl.DataFrame, k
 
 
 def split_pools(
-    topic_posts: pl.DataFrame, demographics: Sequence[str] | None = None
+    topic_posts: pl.DataFrame,
+    demographics: Sequence[str] | None = None,
+    members: Members | None = None,
 ) -> pl.DataFrame:
-    """Per (topic, A, B) split: the sizes of its disjoint pools and the posts left out because
-    they are in both groups' pools (``description, demographic_A, demographic_B, pool_A,
-    pool_B, shared``)."""
+    """Per (topic, A, B) split: the sizes of its disjoint pools, the posts found in both pools
+    (``shared``) and the posts left out of each pool (``left_out_A``, ``left_out_B``: in both
+    pools, or by an author at or above both thresholds); ``left_out`` the distinct posts left
+    out of the split."""
     keys = sorted(
         demographics if demographics is not None else topic_posts.get_column("demographic").unique()
     )
     pools = _pools(topic_posts)
-    empty = pl.DataFrame(schema={"post_id": pl.String, "text": pl.String})
     rows = []
     for topic, _ in topic_order(topic_posts):
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
-                full_a, full_b = pools.get((topic, a), empty), pools.get((topic, b), empty)
-                pool_a, pool_b = _disjoint(full_a, full_b)
+                full_a = pools.get((topic, a), EMPTY_POOL)
+                full_b = pools.get((topic, b), EMPTY_POOL)
+                pool_a, pool_b = _disjoint(full_a, full_b, dual_members(members, a, b))
+                shared = full_a.join(full_b, on="post_id", how="semi").height
+                out_a = full_a.height - len(pool_a.post_ids)
+                out_b = full_b.height - len(pool_b.post_ids)
                 rows.append(
                     (
                         topic,
@@ -340,7 +437,10 @@ def split_pools(
                         b,
                         len(pool_a.post_ids),
                         len(pool_b.post_ids),
-                        full_a.height - len(pool_a.post_ids),
+                        shared,
+                        out_a,
+                        out_b,
+                        out_a + out_b - shared,
                     )
                 )
     schema = {
@@ -350,6 +450,9 @@ def split_pools(
         "pool_A": pl.Int64,
         "pool_B": pl.Int64,
         "shared": pl.Int64,
+        "left_out_A": pl.Int64,
+        "left_out_B": pl.Int64,
+        "left_out": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
@@ -372,9 +475,12 @@ def no_rows_error(pools: pl.DataFrame, k: int) -> InputError:
             "no quadruplets: the topic posts hold fewer than two demographics on any topic"
         )
     best = _largest(pools)
-    shared = int(pools["shared"].sum())
+    shared = int(pools["left_out"].sum())
     left_out = (
-        f"; {shared:,} topic posts are in both pools of their pair and left out" if shared else ""
+        f"; {shared:,} topic posts are by members of both groups of their pair (in both pools or "
+        "by an author at or above both thresholds) and left out"
+        if shared
+        else ""
     )
     return InputError(
         f"no quadruplets: sampling.k = {k} needs two disjoint pools of k/2 + 3 = {need} posts "
@@ -396,18 +502,88 @@ def warn_empty_pairs(quadruplets: pl.DataFrame, pools: pl.DataFrame, k: int) -> 
         best = _largest(part)
         log.warning(
             "pair %s/%s: no quadruplet on any of its %d topics (largest disjoint pools %d and %d "
-            "posts on %r, %d in both pools; each split needs k/2 + 3 = %d per group)",
+            "posts on %r, %d left out as posts of dual members; each split needs k/2 + 3 = %d "
+            "per group)",
             a,
             b,
             part.height,
             best["pool_A"],
             best["pool_B"],
             best["description"],
-            int(part["shared"].sum()),
+            int(part["left_out"].sum()),
             need,
         )
         empty.append(f"{a}/{b}")
     return sorted(empty)
+
+
+def dual_membership(
+    members: Members | None, pools: pl.DataFrame, keys: Sequence[str]
+) -> dict[str, dict[str, object]]:
+    """Per pair ``A/B``: the members of each group, the dual members (at or above both
+    thresholds), their share of each group, and the topic posts left out of the pair's splits
+    (distinct posts over all topics)."""
+    left = {
+        (a, b): int(n)
+        for a, b, n in pools.group_by("demographic_A", "demographic_B")
+        .agg(pl.col("left_out").sum())
+        .iter_rows()
+    }
+    keys = sorted(keys)
+    out = {}
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            n_a = len(members.get(a, ())) if members else None
+            n_b = len(members.get(b, ())) if members else None
+            both = len(dual_members(members, a, b)) if members else None
+            out[f"{a}/{b}"] = {
+                "members_A": n_a,
+                "members_B": n_b,
+                "dual_members": both,
+                "dual_share_of_A": round(both / n_a, 4) if n_a else None,
+                "dual_share_of_B": round(both / n_b, 4) if n_b else None,
+                "posts_left_out": left.get((a, b), 0),
+            }
+    return out
+
+
+def overlap_findings(dual: dict[str, dict[str, object]]) -> list[Finding]:
+    """One finding per pair whose dual members are more than OVERLAP_WARN_SHARE of either
+    group's members: the two groups are largely the same people."""
+    findings = []
+    for pair, d in dual.items():
+        shares = [s for s in (d["dual_share_of_A"], d["dual_share_of_B"]) if s is not None]
+        if not shares or max(shares) <= OVERLAP_WARN_SHARE:
+            continue
+        a, b = pair.split("/")
+        findings.append(
+            Finding(
+                STAGE,
+                "groups_overlap",
+                f"groups {a} and {b}",
+                f"{d['dual_members']:,} users are members of both ({d['dual_share_of_A']:.0%} of "
+                f"{a}'s {d['members_A']:,} members, {d['dual_share_of_B']:.0%} of {b}'s "
+                f"{d['members_B']:,}); their {d['posts_left_out']:,} topic posts are left out of "
+                "the pair, and the rest compares two near-identical groups",
+                "give the groups distinct seed subreddits, raise their thresholds in the "
+                "demographics file, or drop one of the two groups",
+            )
+        )
+    return findings
+
+
+def empty_pair_findings(empty_pairs: Sequence[str], k: int) -> list[Finding]:
+    return [
+        Finding(
+            STAGE,
+            "pair_without_rows",
+            f"pair {pair}",
+            f"no quadruplet on any topic (each split needs k/2 + 3 = {k // 2 + SAMPLE_SIZE} "
+            "posts per group after the posts of dual members are left out)",
+            "lower sampling.k, raise topics.top_k, or give the groups more distinct members",
+        )
+        for pair in empty_pairs
+    ]
 
 
 def summary(quadruplets: pl.DataFrame) -> dict[str, object]:
@@ -433,6 +609,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, required=True, help="base seed")
     parser.add_argument("--out", required=True, help="quadruplets.parquet")
     parser.add_argument("--summary", help="JSON summary (rows, per pair, switched share)")
+    parser.add_argument(
+        "--users",
+        nargs="+",
+        default=[],
+        help="each group's users.parquet (demographic, author, percentile): with --thresholds, "
+        "the posts of authors at or above both groups' thresholds are left out of the pair",
+    )
+    parser.add_argument("--thresholds", help="thresholds.json (with --users)")
+    parser.add_argument("--health", help="run-health findings (JSON; splits.health)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -443,11 +628,21 @@ def run(args: argparse.Namespace) -> int:
     missing = {"post_id", "text", "demographic", "topic", "category"} - set(topic_posts.columns)
     if missing:
         raise ConfigError(f"{args.topic_posts}: missing columns {sorted(missing)}")
-    quadruplets = sample_quadruplets(topic_posts, args.k, args.seed)
-    pools = split_pools(topic_posts)
+    if bool(args.users) != bool(args.thresholds):
+        raise ConfigError("splits sample: --users and --thresholds go together")
+    members = read_members(args.users, args.thresholds) if args.users else None
+    if members is None:
+        log.warning(
+            "no --users/--thresholds: only posts found in both pools of a pair are left out, not "
+            "every post of an author at or above both groups' thresholds"
+        )
+    elif "author" not in topic_posts.columns:
+        raise ConfigError(f"{args.topic_posts}: missing column 'author'")
+    quadruplets = sample_quadruplets(topic_posts, args.k, args.seed, members=members)
+    pools = split_pools(topic_posts, members=members)
     if quadruplets.height == 0:
         raise no_rows_error(pools, args.k)
-    problems = validate_quadruplets(quadruplets, topic_posts, args.k)
+    problems = validate_quadruplets(quadruplets, topic_posts, args.k, members)
     if problems:
         for problem in problems:
             log.error("invalid quadruplets: %s", problem)
@@ -457,12 +652,31 @@ def run(args: argparse.Namespace) -> int:
     empty_splits = pools.join(
         filled, on=["description", "demographic_A", "demographic_B"], how="anti"
     ).height
+    keys = sorted(topic_posts.get_column("demographic").unique().to_list())
+    dual = dual_membership(members, pools, keys)
+    overlaps = overlap_findings(dual)
+    log_findings(overlaps, log)
+    for pair, d in dual.items():
+        if d["posts_left_out"]:
+            log.info(
+                "pair %s: %s dual members, %d topic posts left out",
+                pair,
+                d["dual_members"],
+                d["posts_left_out"],
+            )
     write_parquet(quadruplets, args.out)
     if args.summary:
         write_json(
-            {**summary(quadruplets), "empty_pairs": empty_pairs, "empty_splits": empty_splits},
+            {
+                **summary(quadruplets),
+                "empty_pairs": empty_pairs,
+                "empty_splits": empty_splits,
+                "dual_membership": dual,
+            },
             args.summary,
         )
+    if args.health:
+        write_findings(args.health, overlaps + empty_pair_findings(empty_pairs, args.k))
     log.info(
         "%d quadruplets (k=%d) in %d of %d (topic, A, B) splits, all invariants hold",
         len(quadruplets),

@@ -16,7 +16,11 @@
    "said", "told me that", "was like" right before it; not "I say", "I tell them"), ``sarcasm`` ("/s", "yeah right", "jk"
    near it), ``hypothetical`` ("if", "imagine", "pretend", "what if", "even if" shortly before
    it), ``negated`` ("not", "never", "don't think", "wouldn't say" shortly before it),
-   ``question`` (the clause ends in "?", or the sentence opens with a question word), otherwise
+   ``question`` (the clause ends in "?", or the sentence opens with a question word), ``visit``
+   (a visitor, not a member: the phrase names a visit ("I'm visiting") or the clause after it
+   names an occasion ("I'm at Emory for the debate tournament", "... for a campus tour"), a
+   passing time ("this weekend", "next Tuesday"), an event as the place ("I was at a pledge
+   party") or "in town"; never for a phrase of past membership such as "I graduated"), otherwise
    ``statement`` (verified); or ``llm``: a registry model answers YES/NO to the prompt
    ``resources/prompts/selfid_verify.txt``; answers without YES/NO are counted as undetected
    and not verified.
@@ -64,6 +68,7 @@ from splits.config import (
     unknown_slots,
 )
 from splits.groupness import FORMULAS, find_demographic, groupness_column
+from splits.health import Finding, log_findings, write_findings
 from splits.io import read_json, write_json, write_parquet, write_text
 from splits.plots import message_figure, save_figure
 
@@ -80,6 +85,9 @@ SUPPORT_PERMUTATIONS = 999  # shuffles of the users over the percentiles (existe
 SUPPORT_MAX_P = 0.05  # above: a rise as large comes by chance, warn
 SUPPORT_REPLICATES = 200  # bootstrap resamples of the users (location of the breakpoint)
 SUPPORT_MIN_AGREEMENT = 0.5  # below: the breakpoint moves with the sample, warn
+OPT_IN_KEY = "demographics.accept_unsupported_thresholds"
+STAGE = "selfid"
+SUPPORT_MIN_SELF_IDS = 20  # fewer verified self-IDs: no curve to read a threshold from
 REASONS = (
     "quoted",
     "reported_speech",
@@ -87,6 +95,7 @@ REASONS = (
     "hypothetical",
     "negated",
     "question",
+    "visit",
     "statement",
 )
 MATCH_COLUMNS = [
@@ -325,6 +334,23 @@ _HYPOTHETICAL = (
     r"(?i)\b(?:if|unless|suppose|supposing|imagine|imagining|pretend|pretending|assume|assuming|"
     r"hypothetically|wish|whether|as\s+though|in\s+case)\b(?:\W+\w+){0,2}[\W]*$"
 )
+# a visit, not membership: "I'm at Emory for the debate tournament", "I'm in town", "I'm
+# visiting Cornell this Tuesday", "I was at a pledge party" - the clause after the phrase names
+# an occasion, a passing time, or an event as the place
+_VISIT_OCCASION = (
+    r"tournaments?|conferences?|competitions?|meets?|matche?s?|games?|interviews?|visits?|tours?|"
+    r"open\s+house|weekends?|days?|nights?|weeks?|events?|workshops?|summits?|debates?|"
+    r"hackathons?|weddings?|funerals?|concerts?|part(?:y|ies)|reunions?|talks?|shows?|festivals?"
+)
+_VISIT_RIGHT = (
+    r"(?i)^\W*(?:town\b|(?:\S+\s+){0,3}?for\s+(?:the\s+|a\s+|an\s+|this\s+|our\s+|my\s+)"
+    r"(?:[\w&'-]+\s+){0,4}?(?:" + _VISIT_OCCASION + r")\b"
+    r"|(?:\S+\s+){0,3}?(?:this|next|until|till)\s+(?:morning|afternoon|evening|weekend|week|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+    r"|(?:a|an|the)\s+(?:[\w&'-]+\s+){0,2}?(?:" + _VISIT_OCCASION + r")\b)"
+)
+_VISIT_PHRASE = r"(?i)\bvisit(?:ing|s)?\b"
+_PAST_MEMBERSHIP = r"(?i)graduat|\balum|\bclass\s+of\b|\bdegree\b"  # never a visit
 _NEGATED = (
     r"(?i)(?:\b(?:not|never|no\s+longer|nor|neither|hardly|deny|denied|doubt|no\s+way)\b"
     r"|\w+n['’]t\b|\bcannot\b)(?:\W+\w+){0,3}[\W]*$"
@@ -390,10 +416,15 @@ def rule_reasons(matches: pl.DataFrame) -> pl.Series:
         .then(pl.lit("negated"))
         .when(question)
         .then(pl.lit("question"))
+        .when(
+            (pl.col("rs").str.contains(_VISIT_RIGHT) | pl.col("match").str.contains(_VISIT_PHRASE))
+            & ~pl.col("match").str.contains(_PAST_MEMBERSHIP)
+        )
+        .then(pl.lit("visit"))
         .otherwise(pl.lit("statement"))
     )
     return (
-        pl.concat([frame, matches.select("left_context")], how="horizontal")
+        pl.concat([frame, matches.select("left_context", "match")], how="horizontal")
         .select(reason.alias("reason"))
         .to_series()
     )
@@ -607,7 +638,10 @@ def breakpoint_support(
     - location: the share of ``replicates`` bootstrap resamples of the users whose re-fitted
       breakpoint lies within one bin of it (``bootstrap_agreement``).
 
-    ``supported``: permutation_p <= SUPPORT_MAX_P and agreement >= SUPPORT_MIN_AGREEMENT."""
+    ``stop_reasons``: why the curve does not support an ``auto`` threshold at all (fewer than
+    SUPPORT_MIN_SELF_IDS verified self-IDs, a self-ID rate above the breakpoint not higher than
+    below it, or permutation_p > SUPPORT_MAX_P); ``supported``: no stop reason and agreement >=
+    SUPPORT_MIN_AGREEMENT."""
     width = 100.0 / bins
     frame = per_user.select(bin_expr(bins), "n_posts", "n_self")
     user_bin = frame["bin"].to_numpy()
@@ -653,11 +687,13 @@ def breakpoint_support(
         n = int(part["n_posts"].sum())
         return round(1000.0 * int(part["n_self"].sum()) / n, 4) if n else None
 
+    rate_below, rate_above = per_1k(below), per_1k(above)
+    stop = stop_reasons(int(selfs.sum()), rate_below, rate_above, p_value)
     return {
         "non_empty_bins": non_empty,
         "verified_self_ids": int(selfs.sum()),
-        "self_rate_below_per_1k": per_1k(below),
-        "self_rate_above_per_1k": per_1k(above),
+        "self_rate_below_per_1k": rate_below,
+        "self_rate_above_per_1k": rate_above,
         "permutations": permutations,
         "permutation_p": round(p_value, 4),
         "bootstrap_replicates": replicates,
@@ -667,8 +703,59 @@ def breakpoint_support(
             if located.size
             else None
         ),
-        "supported": bool(p_value <= SUPPORT_MAX_P and agreement >= SUPPORT_MIN_AGREEMENT),
+        "stop_reasons": stop,
+        "supported": bool(not stop and agreement >= SUPPORT_MIN_AGREEMENT),
     }
+
+
+def stop_reasons(
+    n_self: int, rate_below: float | None, rate_above: float | None, p_value: float | None
+) -> list[str]:
+    """Why a self-ID curve cannot set an ``auto`` threshold (empty: it can)."""
+    reasons = []
+    if n_self < SUPPORT_MIN_SELF_IDS:
+        reasons.append(f"only {n_self} verified self-IDs (fewer than {SUPPORT_MIN_SELF_IDS})")
+    if rate_above is None or rate_below is None or rate_above <= rate_below:
+        reasons.append("the self-ID rate above the threshold is not higher than below it")
+    if p_value is None:
+        reasons.append("no breakpoint to test")
+    elif p_value > SUPPORT_MAX_P:
+        reasons.append(f"permutation p = {p_value:.3g} > {SUPPORT_MAX_P}")
+    return reasons
+
+
+def rates_at(per_user: pl.DataFrame, threshold: float) -> tuple[float | None, float | None]:
+    """Verified self-IDs per 1,000 posts of the users below and at or above ``threshold``."""
+
+    def per_1k(part: pl.DataFrame) -> float | None:
+        n = int(part["n_posts"].sum())
+        return round(1000.0 * int(part["n_self"].sum()) / n, 4) if n else None
+
+    return (
+        per_1k(per_user.filter(pl.col("percentile") < threshold)),
+        per_1k(per_user.filter(pl.col("percentile") >= threshold)),
+    )
+
+
+def unsupported_error(key: str, threshold: dict, demographics_file: str, opt_in: str) -> str | None:
+    """The one-line error for an ``auto`` (or ``auto_fallback``) threshold whose self-ID curve
+    does not support it, naming the demographic, the rates below and above and the two ways on;
+    None for a fixed or supported threshold."""
+    support = threshold.get("support") or {}
+    reasons = support.get("stop_reasons") or []
+    if threshold["source"] == "fixed" or not reasons:
+        return None
+    below, above = support.get("self_rate_below_per_1k"), support.get("self_rate_above_per_1k")
+
+    def fmt(rate: float | None) -> str:
+        return "n/a" if rate is None else f"{rate:g}"
+
+    return (
+        f"demographic {key!r}: the auto threshold {threshold['threshold']:g} is not supported by "
+        f"its self-ID curve ({'; '.join(reasons)}; verified self-IDs per 1,000 posts: "
+        f"{fmt(below)} below, {fmt(above)} above); set a fixed threshold for {key!r} in "
+        f"{demographics_file}, or set {opt_in}: true to use it anyway"
+    )
 
 
 # --------------------------------------------------------------------------- formula comparison
@@ -755,8 +842,17 @@ COMPARISON_SCHEMA = {
 
 
 def plot_curve(
-    curve: pl.DataFrame, threshold: float, display_name: str, source: str, path: str | Path
+    curve: pl.DataFrame,
+    threshold: float,
+    display_name: str,
+    source: str,
+    path: str | Path,
+    unsupported: bool = False,
 ) -> None:
+    """The self-ID and anti-self-ID curves with the threshold; ``unsupported``: the label says
+    so beside the threshold (an ``auto`` threshold the curve does not support, used on opt-in)."""
+    if unsupported:
+        source = f"{source}, unsupported"
     # the object API with the Agg canvas: no pyplot state, no GUI backend, faster import
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -827,7 +923,19 @@ def _support(key: str, per_user: pl.DataFrame, bins: int, threshold: dict) -> di
     """The breakpoint's support (see :func:`breakpoint_support`), logged; a warning when an
     ``auto`` threshold rests on a breakpoint the data do not support."""
     if threshold["auto_threshold"] is None:
-        return {"supported": False, "reason": "no auto breakpoint (no curve to read)"}
+        below, above = rates_at(per_user, threshold["threshold"])
+        n_self = int(per_user["n_self"].sum()) if per_user.height else 0
+        reasons = ["no auto breakpoint (no verified self-ID, or fewer than four non-empty bins)"]
+        if threshold["source"] != "fixed":
+            reasons += stop_reasons(n_self, below, above, 0.0)
+        return {
+            "supported": False,
+            "reason": "no auto breakpoint (no curve to read)",
+            "verified_self_ids": n_self,
+            "self_rate_below_per_1k": below,
+            "self_rate_above_per_1k": above,
+            "stop_reasons": reasons if threshold["source"] != "fixed" else [],
+        }
     seed = int.from_bytes(hashlib.sha256(f"selfid-support:{key}".encode()).digest()[:8], "little")
     support = breakpoint_support(per_user, bins, threshold["auto_threshold"], seed=seed)
     detail = (
@@ -924,6 +1032,8 @@ def summarise(threshold_files: list[str], comparison_files: list[str]) -> tuple[
         support[data["demographic"]] = {
             "source": data.get("source"),
             "auto_threshold": data.get("auto_threshold"),
+            "threshold": data["threshold"],
+            "accepted_unsupported": bool(data.get("accepted_unsupported")),
             **(data.get("support") or {}),
         }
     comparison = (
@@ -970,6 +1080,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--out-comparison", required=True, help="self-ID against anti-self-ID rates (CSV)"
     )
     search.add_argument("--out-plot", required=True, help="self-ID curve plot (SVG)")
+    search.add_argument(
+        "--accept-unsupported",
+        action="store_true",
+        help=f"use an auto threshold its self-ID curve does not support ({OPT_IN_KEY})",
+    )
     summary = sub.add_parser("summary", help="thresholds.json and the formula comparison table")
     summary.add_argument(
         "--thresholds", nargs="+", required=True, help="per-demographic threshold files (JSON)"
@@ -980,6 +1095,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     summary.add_argument("--out-thresholds", required=True, help="all thresholds (JSON)")
     summary.add_argument("--out-csv", required=True, help="summary table (CSV)")
     summary.add_argument("--out-md", required=True, help="summary table (Markdown)")
+    summary.add_argument("--health", help="run-health findings (JSON; splits.health)")
 
 
 def _run_search(args: argparse.Namespace) -> int:
@@ -1017,6 +1133,12 @@ def _run_search(args: argparse.Namespace) -> int:
     finally:
         if model is not None:
             model.close()
+    error = unsupported_error(demographic.key, result.threshold, args.demographics, OPT_IN_KEY)
+    if error:
+        if not args.accept_unsupported:
+            raise ConfigError(error)
+        result.threshold["accepted_unsupported"] = True
+        log.warning("%s (accepted: %s is true)", error.partition("; set a fixed")[0], OPT_IN_KEY)
     write_parquet(result.matches, args.out_matches)
     write_parquet(result.curve, args.out_curve)
     write_parquet(result.comparison, args.out_comparison)
@@ -1027,6 +1149,7 @@ def _run_search(args: argparse.Namespace) -> int:
         demographic.display_name,
         result.threshold["source"],
         args.out_plot,
+        unsupported=bool(result.threshold.get("accepted_unsupported")),
     )
     log.info(
         "%s: %d matches, %d verified (%d self, %d anti, %d undetected); threshold %s (%s)",
@@ -1042,8 +1165,51 @@ def _run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def support_findings(support: dict[str, dict]) -> list[Finding]:
+    """Run-health findings of the thresholds: an ``auto`` threshold used although its curve does
+    not support it (on opt-in), or one whose breakpoint moves with the sample."""
+    findings = []
+    for key, s in sorted(support.items()):
+        if s.get("source") == "fixed":
+            continue
+        rates = (
+            f"verified self-IDs per 1,000 posts {s.get('self_rate_below_per_1k')} below, "
+            f"{s.get('self_rate_above_per_1k')} above"
+        )
+        if s.get("stop_reasons"):
+            findings.append(
+                Finding(
+                    STAGE,
+                    "selfid_unsupported_threshold",
+                    f"demographic {key}",
+                    f"auto threshold {s['threshold']:g} used although its self-ID curve does not "
+                    f"support it ({'; '.join(s['stop_reasons'])}; {rates})",
+                    f"set a fixed threshold for {key} in the demographics file (and "
+                    f"{OPT_IN_KEY}: false)",
+                )
+            )
+        elif not s.get("supported", True):
+            findings.append(
+                Finding(
+                    STAGE,
+                    "selfid_unstable_threshold",
+                    f"demographic {key}",
+                    f"auto threshold {s['threshold']:g}: only "
+                    f"{s.get('bootstrap_agreement', 0):.0%} of bootstrap resamples place the "
+                    f"breakpoint within one bin of it ({rates})",
+                    f"read the self-ID curve and set a fixed threshold for {key} in the "
+                    "demographics file",
+                )
+            )
+    return findings
+
+
 def _run_summary(args: argparse.Namespace) -> int:
     thresholds, comparison = summarise(args.thresholds, args.comparisons)
+    if args.health:
+        findings = support_findings(thresholds[THRESHOLDS_SUPPORT_KEY])
+        log_findings(findings, log)
+        write_findings(args.health, findings)
     write_json(thresholds, args.out_thresholds)
     write_text(comparison.write_csv(), args.out_csv)
     intro = (

@@ -138,8 +138,17 @@ def graph_targets(config: dict) -> list[str]:
 def demographics_targets(config: dict) -> list[str]:
     base = f"{config['outdir']}/demographics"
     keys = [d.key for d in load_demographics(config["demographics"]["file"])]
-    return [f"{base}/thresholds.json", f"{base}/formula_comparison.md"] + [
-        f"{base}/{key}/selfid_curve.png" for key in keys
+    return [
+        f"{base}/thresholds.json",
+        f"{base}/formula_comparison.md",
+        f"{config['outdir']}/health/selfid.json",
+    ] + [
+        path
+        for key in keys
+        for path in (
+            f"{base}/{key}/selfid_curve.png",
+            f"{config['outdir']}/health/groupness_{key}.json",
+        )
     ]
 
 
@@ -167,7 +176,11 @@ def generate_topics_categories_args(config: dict) -> list[str]:
 
 def sampling_targets(config: dict) -> list[str]:
     base = f"{config['outdir']}/dataset"
-    return [f"{base}/quadruplets.parquet", f"{base}/export/README.md"]
+    return [
+        f"{base}/quadruplets.parquet",
+        f"{base}/export/README.md",
+        f"{config['outdir']}/health/sampling.json",
+    ]
 
 
 # --------------------------------------------------------------------------- evaluation
