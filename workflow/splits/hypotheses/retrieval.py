@@ -34,8 +34,10 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from splits.analyzers import Analyzer
 from splits.bm25 import EPSILON, K1, B
-from splits.hypotheses.lexicon import canonical_lexicon, query_text
+from splits.bm25_scoring import ROBERTSON, BM25Params, BM25Scorer, merge_clauses
+from splits.hypotheses.lexicon import canonical_lexicon, entry_tokens, query_text
 from splits.text import POLARS_WORD_PATTERN, WORD_RE
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -117,23 +119,39 @@ class Ranking:
 class PoolIndex:
     """Positional BM25 index of one pool. Build once, query many lexicons."""
 
-    def __init__(self, pool: Pool, k1: float = K1, b: float = B, epsilon: float = EPSILON):
+    def __init__(
+        self,
+        pool: Pool,
+        k1: float = K1,
+        b: float = B,
+        epsilon: float = EPSILON,
+        params: BM25Params | None = None,
+        analyzer: Analyzer | None = None,
+    ):
+        """``params``: another BM25 variant than rank_bm25's (``splits.bm25_scoring``);
+        ``analyzer``: the tokens of posts and entries (default: lowercase letter/digit runs)."""
         if pool.size == 0:
             raise ValueError(f"pool {pool.topic!r} {pool.group_a}/{pool.group_b} has no posts")
         self.pool = pool
         self.k1, self.b, self.epsilon = k1, b, epsilon
-        tokens = (
-            pl.DataFrame({"text": pl.Series(list(pool.texts), dtype=pl.String)})
-            .with_row_index("doc")
-            .select(
-                "doc",
-                pl.col("text")
-                .fill_null("")
-                .str.to_lowercase()
-                .str.extract_all(POLARS_WORD_PATTERN)
-                .alias("tok"),
+        self.analyzer = analyzer
+        if analyzer is not None:
+            tokens = pl.DataFrame(
+                {"tok": pl.Series(analyzer.tokenize_many(pool.texts), dtype=pl.List(pl.String))}
+            ).with_row_index("doc")
+        else:
+            tokens = (
+                pl.DataFrame({"text": pl.Series(list(pool.texts), dtype=pl.String)})
+                .with_row_index("doc")
+                .select(
+                    "doc",
+                    pl.col("text")
+                    .fill_null("")
+                    .str.to_lowercase()
+                    .str.extract_all(POLARS_WORD_PATTERN)
+                    .alias("tok"),
+                )
             )
-        )
         doc_len = tokens.get_column("tok").list.len().fill_null(0).to_numpy().astype(np.int64)
         flat = tokens.explode("tok").drop_nulls("tok")
         # term ids by first appearance (rank_bm25's vocabulary order, which fixes the float sum
@@ -193,6 +211,10 @@ class PoolIndex:
         np.cumsum(doc_freq, out=self.term_post_start[1:])
         self.term_post = doc_sorted[firsts]
         self.term_weight = tf * (k1 + 1) / (tf + self.length_norm[self.term_post])
+        self.term_tf = tf
+        self.scorer = None
+        if params is not None and params.method != ROBERTSON:
+            self.scorer = BM25Scorer(params, doc_len, doc_freq)
         self.doc_keys = np.array([hash64(str(p)) for p in pool.post_ids], dtype=np.uint64)
 
     @property
@@ -223,8 +245,51 @@ class PoolIndex:
         starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
         return owners[starts], np.diff(np.r_[starts, len(owners)])
 
+    def entry_tokens(self, entry: str) -> tuple[str, ...]:
+        """The tokens of a lexicon entry under this index's analyzer."""
+        if self.analyzer is not None:
+            return tuple(self.analyzer.tokenize(str(entry)))
+        return entry_tokens(entry)
+
+    def clauses(self, lexicon: Sequence[str], merged: bool = False) -> list[tuple[tuple, int]]:
+        """The query's clauses (entry tokens, boost): distinct and sorted (the canonical
+        lexicon), or with ``merged`` every entry in the given order, repeats merged into one
+        clause with a boost (as Lucene parses ``"kw1" OR "kw2" ...``)."""
+        if merged:
+            return merge_clauses([t for t in (self.entry_tokens(e) for e in lexicon) if t])
+        if self.analyzer is not None:
+            return [(t, 1) for t in sorted({self.entry_tokens(e) for e in lexicon} - {()})]
+        return [(t, 1) for t in canonical_lexicon(lexicon)]
+
+    def variant_scores(self, clauses: Sequence[tuple[tuple, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Dense scores and matches under the index's BM25 variant (``self.scorer``): each
+        clause's (posts, tf) from the posting lists (a term) or the positions (a phrase), its
+        score in those posts, summed per post in float64 (Lucene: then cast to float)."""
+        summed = np.zeros(self.n_docs)
+        matched = np.zeros(self.n_docs, dtype=bool)
+        used = []
+        for tokens, boost in clauses:
+            ids = self.clause_ids(tokens)
+            if ids is None:
+                continue
+            if len(ids) == 1:
+                start, stop = self.term_post_start[ids[0]], self.term_post_start[ids[0] + 1]
+                docs, tf = self.term_post[start:stop], self.term_tf[start:stop]
+            else:
+                docs, tf = self.phrase_frequency(ids)
+            if not len(docs):
+                continue
+            used.append((ids, boost))
+            summed[docs] += self.scorer.clause_scores(ids, docs, tf, boost).astype(np.float64)
+            matched[docs] = True
+        return self.scorer.finish(summed) + self.scorer.constant(used), matched
+
     def scores(self, lexicon: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Dense BM25 scores of every post for the lexicon, and which posts match an entry."""
+        if self.scorer is not None or self.analyzer is not None:
+            if self.scorer is None:
+                raise ValueError("an analyzer needs a BM25 variant other than robertson")
+            return self.variant_scores(self.clauses(lexicon))
         scores = np.zeros(self.n_docs)
         matched = np.zeros(self.n_docs, dtype=bool)
         terms, phrases = [], []
