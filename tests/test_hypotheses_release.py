@@ -223,3 +223,51 @@ def test_retrieval_settings_errors():
     assert RetrievalSettings("release").bm25.k1 == 0.9
     assert RetrievalSettings().is_default
     assert np.isclose(RetrievalSettings("project", method="bm25+").bm25.delta, 0.5)
+
+
+def test_lift_command_release_mode(tmp_path, capsys):
+    """`splits hypotheses lift --retrieval-mode release`: the release's list length in every
+    row, the settings in the report, and a one-line error for a wrong combination."""
+    import json
+
+    from splits.cli import main
+    from splits.hypotheses.lexicon import hypotheses_frame
+
+    rng = np.random.default_rng(3)
+    vocabulary = ["stress", "calm", "day", "work", "sleep", "money", "dog", "rain"]
+    texts = [" ".join(rng.choice(vocabulary, size=8)) for _ in range(400)]
+    posts = pl.DataFrame(
+        {
+            "post_id": [f"p{i:04d}" for i in range(400)],
+            "text": texts,
+            "demographic": ["a" if i % 3 else "b" for i in range(400)],
+            "topic": ["t"] * 400,
+        }
+    )
+    posts.write_parquet(tmp_path / "topic_posts.parquet")
+    hypotheses_frame([Hypothesis("h", "t", "a", "b", "a", ("stress day",), "user")]).write_parquet(
+        tmp_path / "set.parquet"
+    )
+    common = [
+        "hypotheses",
+        "lift",
+        "--set",
+        str(tmp_path / "set.parquet"),
+        "--topic-posts",
+        str(tmp_path / "topic_posts.parquet"),
+        "--k-fractions",
+        "0.05",
+        "0.1",
+        "--out",
+        str(tmp_path / "lift.parquet"),
+        "--report",
+        str(tmp_path / "lift.json"),
+    ]
+    assert main([*common, "--retrieval-mode", "release", "--doc-count", "150"]) == 0
+    frame = pl.read_parquet(tmp_path / "lift.parquet")
+    assert frame["list_size"].to_list() == [150, 150] and frame["n"].to_list() == [7, 15]
+    report = json.loads((tmp_path / "lift.json").read_text())
+    assert report["retrieval"]["mode"] == "release" and report["retrieval"]["bm25"] == "lucene"
+    assert main([*common, "--retrieval-mode", "release", "--bm25-method", "atire"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "release mode scores with Lucene's BM25" in err[0]

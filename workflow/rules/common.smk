@@ -345,6 +345,27 @@ def hypotheses_set_files(kind):
     ]
 
 
+def hypotheses_vocab_input():
+    vocab = HYPOTHESES["retrieval"]["vocab"]
+    return (
+        [vocab] if HYPOTHESES["retrieval"]["analyzer"] == "wordpiece" and vocab else []
+    )
+
+
+def hypotheses_retrieval_args():
+    r = HYPOTHESES["retrieval"]
+    args = ["--retrieval-mode", r["mode"], "--bm25-method", r["method"] or "default"]
+    for flag, key in (("--bm25-k1", "k1"), ("--bm25-b", "b")):
+        if r[key] is not None:
+            args += [flag, str(r[key])]
+    args += ["--bm25-delta", str(r["delta"]), "--analyzer", r["analyzer"]]
+    if r["vocab"]:
+        args += ["--vocab", r["vocab"]]
+    max_tokens = r["max_tokens"]
+    args += ["--max-tokens", "all" if max_tokens is None else str(max_tokens)]
+    return args + ["--doc-count", str(r["doc_count"])]
+
+
 def hypotheses_identity_input():
     """The identity-words file as an input ([]: they come from the demographics file)."""
     path = HYPOTHESES["identity_words"]

@@ -140,6 +140,7 @@ rule hypotheses_lift:
     input:
         hypotheses=f"{HYPOTHESES_DIR}/sets/{{hypothesis_set}}.parquet",
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        vocab=hypotheses_vocab_input(),
     output:
         lift=f"{HYPOTHESES_DIR}/lift/{{hypothesis_set}}.parquet",
         report=f"{HYPOTHESES_DIR}/lift/{{hypothesis_set}}.json",
@@ -157,8 +158,9 @@ rule hypotheses_lift:
         list_size=HYPOTHESES["list_size"] or "all",
         alpha=HYPOTHESES["alpha"],
         seed=SEED,
+        retrieval=hypotheses_retrieval_args(),
     shell:
-        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses} --topic-posts {input.topic_posts} --k-fractions {params.k_fractions} --list-size {params.list_size} --alpha {params.alpha} --seed {params.seed} --out {output.lift} --report {output.report} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses} --topic-posts {input.topic_posts} --k-fractions {params.k_fractions} --list-size {params.list_size} --alpha {params.alpha} --seed {params.seed} {params.retrieval:q} --out {output.lift} --report {output.report} > {log} 2>&1"
 
 
 rule hypotheses_triviality:
