@@ -52,6 +52,7 @@ import scipy.sparse as sp
 from splits.bm25_scoring import LUCENE, ROBERTSON, BM25Params, BM25Scorer, merge_clauses
 from splits.config import ConfigError, Topic, load_topics
 from splits.io import ParquetAppender, read_json, write_json, write_parquet, write_text
+from splits.phrases import PhraseMatches, match_phrases, phrase_tokens
 from splits.text import POLARS_WORD_PATTERN, STOP_WORDS_SERIES, content_words
 
 log = logging.getLogger(__name__)
@@ -472,6 +473,78 @@ class BM25Index:
         if self.scorer is not None:
             return self.scorer.max_score(ids) if len(ids) else 0.0
         return float((self.k1 + 1) * self.idf[ids].sum()) if len(ids) else 0.0
+
+    def term_docs(self, token: str) -> tuple[np.ndarray, np.ndarray]:
+        """(documents ascending, term frequency) of one indexed token (empty if unknown). The
+        frequency is read back from the stored weight tf (k1 + 1) / (tf + k1 (1 - b + b dl /
+        avgdl)) and rounded (exact for any realistic count)."""
+        term = self.vocabulary.get(token)
+        if term is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        start, end = self.weights.indptr[term], self.weights.indptr[term + 1]
+        docs = self.weights.indices[start:end].astype(np.int64)
+        weight = self.weights.data[start:end]
+        norm = (
+            self.k1 * (1 - self.b + self.b * self.doc_len[docs] / self.avgdl)
+            if self.avgdl > 0
+            else np.full(len(docs), self.k1 * (1 - self.b))
+        )
+        return docs, np.rint(weight * norm / (self.k1 + 1 - weight)).astype(np.int64)
+
+    def docs_with_all(self, tokens: Sequence[str]) -> np.ndarray | None:
+        """Documents (ascending) holding every one of ``tokens`` (indexed content words): the
+        candidates of a phrase. None for no tokens (nothing restricts the candidates)."""
+        if not tokens:
+            return None
+        docs = None
+        for token in sorted(set(tokens), key=lambda t: self._df(t)):
+            found = self.term_docs(token)[0]
+            docs = found if docs is None else np.intersect1d(docs, found, assume_unique=True)
+            if not len(docs):
+                break
+        return docs
+
+    def _df(self, token: str) -> int:
+        term = self.vocabulary.get(token)
+        return 0 if term is None else int(self.weights.indptr[term + 1] - self.weights.indptr[term])
+
+
+def match_keywords(
+    index: BM25Index, texts: Sequence[str | None] | pl.Series, phrases: Sequence[str]
+) -> PhraseMatches:
+    """Which documents of ``index`` (``texts``: its documents' raw texts, in index order)
+    contain each keyword phrase as consecutive words (``splits.phrases``), and how often.
+
+    The index's posting lists give each phrase's candidates, the documents holding all of its
+    content words; only the candidates of phrases of several words (or of stop words) are read
+    again for positions, all phrases at once in one ``PositionalIndex``. A one-word phrase whose
+    word is an indexed content word is answered from its posting list alone. A phrase without
+    content words (only stop words) reads every document. The index must hold the phrases'
+    content words (an index built with ``stats`` holds only the topics' terms)."""
+    if len(texts) != index.n_docs:
+        raise ValueError(f"{len(texts)} texts for an index of {index.n_docs} documents")
+    direct: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    positional: list[str] = []
+    candidates: list[np.ndarray] = []
+    for phrase in dict.fromkeys(phrases):
+        tokens, content = phrase_tokens(phrase), content_words(phrase)
+        if len(tokens) == 1 and list(tokens) == content:
+            direct[phrase] = index.term_docs(content[0])
+            continue
+        positional.append(phrase)
+        if tokens:
+            found = index.docs_with_all(content)
+            candidates.append(np.arange(index.n_docs) if found is None else found)
+    if positional:
+        union = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, np.int64)
+        read = match_phrases(texts, positional, candidates=union)
+        direct.update({p: read.of(p) for p in positional})
+    return PhraseMatches(
+        phrases=tuple(phrases),
+        docs=tuple(direct[p][0] for p in phrases),
+        tf=tuple(direct[p][1] for p in phrases),
+        n_docs=index.n_docs,
+    )
 
 
 def _merged_terms(term_ids: np.ndarray) -> list[tuple[np.ndarray, int]]:
