@@ -221,3 +221,18 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
     )
     quadruplets = pl.read_parquet(tmp_path / "quadruplets.parquet")
     assert quadruplets.height > 0
+
+
+def test_release_data_replaces_upstream_targets():
+    """With release_data.path the default target starts from the released topic posts: no
+    ingest, graph, demographics or topic-splits output is asked for."""
+    from splits.config import validate_config
+    from splits.targets import final_targets
+
+    config = validate_config({"release_data": {"path": "copy"}})
+    targets = final_targets(config, {"topics": [], "envent": []})
+    outdir = config["outdir"]
+    assert f"{outdir}/release_data/topic_posts.parquet" in targets
+    assert not [t for t in targets if t.startswith((f"{outdir}/posts/", f"{outdir}/topics/"))]
+    default = final_targets(validate_config({}), {"topics": [], "envent": []})
+    assert f"{outdir}/topics/topic_posts.parquet" in default

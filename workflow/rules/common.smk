@@ -50,6 +50,13 @@ EMPATHY_GROUP_SETS = (
 )
 HYPOTHESES = config["hypotheses"]
 HYPOTHESES_DIR = f"{RESULTS}/hypotheses"
+RELEASE_DATA = config["release_data"]
+# the topic posts every later stage reads: the topic splits', or the authors' released posts
+TOPIC_POSTS = (
+    f"{RESULTS}/release_data/topic_posts.parquet"
+    if RELEASE_DATA["path"]
+    else f"{RESULTS}/topics/topic_posts.parquet"
+)
 
 
 wildcard_constraints:
@@ -264,7 +271,7 @@ def probe_data(probe):
 
     def inputs(wildcards):
         if wildcards.source == "topics":
-            return [f"{RESULTS}/topics/topic_posts.parquet"]
+            return [TOPIC_POSTS]
         return probe_reference_data(config, wildcards.source)
 
     return inputs
@@ -343,6 +350,21 @@ def hypotheses_set_files(kind):
     return [
         f"{HYPOTHESES_DIR}/{kind}/{name}.parquet" for name in hypothesis_sets(config)
     ]
+
+
+def release_data_input():
+    """The local copy as an input (a folder), none for the hub cache (ecaplan/splits)."""
+    path = RELEASE_DATA["path"]
+    return [path] if path and Path(path).exists() else []
+
+
+def release_data_args():
+    args = []
+    if RELEASE_DATA["demographics"]:
+        args += ["--demographics", *RELEASE_DATA["demographics"]]
+    if RELEASE_DATA["topics"]:
+        args += ["--topics", *RELEASE_DATA["topics"]]
+    return args
 
 
 def hypotheses_vocab_input():

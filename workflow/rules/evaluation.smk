@@ -15,7 +15,7 @@
 
 rule evaluation_sweep_dataset:
     input:
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
     output:
         quadruplets=f"{RESULTS}/evaluation/datasets/k-{{k}}/quadruplets.parquet",
         summary=f"{RESULTS}/evaluation/datasets/k-{{k}}/sampling_summary.json",

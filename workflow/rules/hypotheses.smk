@@ -13,7 +13,7 @@ wildcard_constraints:
 rule hypotheses_sample:
     input:
         meta=f"{SAMPLE_DIR}/synth_meta.json",
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
         topics=config["topics"]["file"],
         identity=hypotheses_identity_input(),
     output:
@@ -98,7 +98,7 @@ rule hypotheses_theories:
 
 rule hypotheses_generate:
     input:
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
         topics=config["topics"]["file"],
         prompt=HYPOTHESES["generate"]["prompt"],
     output:
@@ -139,7 +139,7 @@ rule hypotheses_generate:
 rule hypotheses_lift:
     input:
         hypotheses=f"{HYPOTHESES_DIR}/sets/{{hypothesis_set}}.parquet",
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
         vocab=hypotheses_vocab_input(),
     output:
         lift=f"{HYPOTHESES_DIR}/lift/{{hypothesis_set}}.parquet",

@@ -3,7 +3,7 @@
 
 rule sample_quadruplets:
     input:
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
     output:
         quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
         summary=f"{RESULTS}/dataset/sampling_summary.json",
@@ -26,7 +26,7 @@ rule sample_quadruplets:
 rule export_dataset:
     input:
         quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
     output:
         quadruplets=f"{RESULTS}/dataset/export/quadruplets.parquet",
         topic_posts=f"{RESULTS}/dataset/export/topic_posts.parquet",
