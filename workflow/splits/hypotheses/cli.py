@@ -518,7 +518,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--bm25-k1", type=float, default=None, help="k1 (default: the method's)")
     p.add_argument("--bm25-b", type=float, default=None, help="b (default: the method's)")
     p.add_argument("--bm25-delta", type=float, default=0.5, help="delta of bm25l and bm25+")
-    p.add_argument("--analyzer", choices=("words", "wordpiece"), default="words")
+    p.add_argument(
+        "--analyzer",
+        choices=("words", "wordpiece"),
+        default="words",
+        help="tokens of posts and entries: letter/digit words, or WordPiece from --vocab",
+    )
     p.add_argument("--vocab", default=None, help="WordPiece vocab.txt (or tokenizer.json)")
     p.add_argument(
         "--max-tokens",
