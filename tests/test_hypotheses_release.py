@@ -271,3 +271,31 @@ def test_lift_command_release_mode(tmp_path, capsys):
     assert main([*common, "--retrieval-mode", "release", "--bm25-method", "atire"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "release mode scores with Lucene's BM25" in err[0]
+
+
+@pytest.mark.parametrize("mode", ["release", "project"])
+def test_engine_gives_the_lift_jobs_numbers(reference_dir, mode):
+    """The interactive engine (sandbox) with the same retrieval settings: the lift job's rows."""
+    from splits.hypotheses.engine import HypothesisEngine
+
+    posts = reddit_topic_posts(reference_dir)
+    retrieval = RetrievalSettings(mode=mode, method="lucene", doc_count=400)
+    settings = LiftSettings(K_FRACTIONS, None, 0.05, 0, retrieval)
+    engine = HypothesisEngine(posts, settings)
+    for hid, lexicon in LEXICONS[:3]:
+        job = lift_frame(
+            evaluate_set(
+                [Hypothesis(hid, "t", "a", "b", "a", tuple(lexicon), "user")],
+                posts.lazy(),
+                settings,
+            ).rows,
+            0.05,
+        ).sort("k_fraction")
+        result = engine.query(lexicon, "t", "a", "b", "a")
+        assert result.rows["n"].to_list() == job["n"].to_list()
+        for column in ("hits_at_n", "target_in_list", "list_size"):
+            assert result.rows[column].to_list() == job[column].to_list()
+        for column in ("lift", "p_value", "lift_low", "null_band_high"):
+            np.testing.assert_allclose(result.rows[column].to_numpy(), job[column].to_numpy())
+        if mode == "release":
+            assert set(job["list_size"].to_list()) == {400}
