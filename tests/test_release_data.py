@@ -236,3 +236,53 @@ def test_release_data_replaces_upstream_targets():
     assert not [t for t in targets if t.startswith((f"{outdir}/posts/", f"{outdir}/topics/"))]
     default = final_targets(validate_config({}), {"topics": [], "envent": []})
     assert f"{outdir}/topics/topic_posts.parquet" in default
+
+
+def test_import_health_names_development_salt_and_unknown_topics(
+    release_copy, tmp_path, monkeypatch
+):
+    """Without a salt, and with a topic list that lacks the released topics, the import says
+    so in its health file (one finding each, with what to change)."""
+    from splits.health import read_findings
+
+    root, _, _ = release_copy
+    monkeypatch.delenv("SPLITS_SALT", raising=False)
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"C": {"Something else": ["x"]}}))
+    health = tmp_path / "health.json"
+    assert (
+        main(
+            [
+                "release-data",
+                "topic-posts",
+                "--dataset",
+                str(root / "disk"),
+                "--topics-file",
+                str(topics_file),
+                "--out",
+                str(tmp_path / "t.parquet"),
+                "--health",
+                str(health),
+            ]
+        )
+        == 0
+    )
+    codes = sorted(f.code for f in read_findings([health]))
+    assert codes == ["development_salt", "topics_not_in_topic_list"]
+    monkeypatch.setenv("SPLITS_SALT", SALT)
+    assert (
+        main(
+            [
+                "release-data",
+                "topic-posts",
+                "--dataset",
+                str(root / "disk"),
+                "--out",
+                str(tmp_path / "t.parquet"),
+                "--health",
+                str(health),
+            ]
+        )
+        == 0
+    )
+    assert read_findings([health]) == []

@@ -9,6 +9,7 @@ rule release_topic_posts:
     output:
         topic_posts=f"{RESULTS}/release_data/topic_posts.parquet",
         report=f"{RESULTS}/release_data/topic_posts.json",
+        health=f"{RESULTS}/health/release_data.json",
     log:
         "logs/release_topic_posts/release_topic_posts.log",
     benchmark:
@@ -24,4 +25,4 @@ rule release_topic_posts:
         salt_env=config["export"]["salt_env"],
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
     shell:
-        "POLARS_MAX_THREADS={threads} splits release-data topic-posts --dataset {params.dataset:q} --topics-file {input.topics:q} {params.picks:q} --salt-env {params.salt_env} --out {output.topic_posts} --report {output.report} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits release-data topic-posts --dataset {params.dataset:q} --topics-file {input.topics:q} {params.picks:q} --salt-env {params.salt_env} --out {output.topic_posts} --report {output.report} --health {output.health} > {log} 2>&1"

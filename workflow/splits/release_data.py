@@ -39,6 +39,7 @@ from pathlib import Path
 import polars as pl
 
 from splits.config import ConfigError, InputError, load_topics
+from splits.health import Finding, log_findings, write_findings
 from splits.io import ParquetAppender, write_json, write_sorted_parquet
 
 log = logging.getLogger(__name__)
@@ -319,6 +320,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--salt-env", default="SPLITS_SALT", help="variable holding the salt")
         p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help="rows read at once")
         p.add_argument("--report", help="counts (JSON)")
+        p.add_argument("--health", help="run-health findings of the import (JSON)")
         if name == "topic-posts":
             p.add_argument("--topics", nargs="*", default=None, help="topics to keep (all)")
             p.add_argument("--topics-file", help="topic list naming each topic's category")
@@ -361,6 +363,40 @@ def run(args: argparse.Namespace) -> int:
             args.min_percentile,
             args.batch_rows,
         )
+    findings = []
+    if development:
+        findings.append(
+            Finding(
+                "release_data",
+                "development_salt",
+                "usernames",
+                "the released usernames were hashed with the public development salt, so anyone "
+                "can recompute the hash of a known username",
+                f"set the environment variable {args.salt_env} (export.salt_env) to a secret salt",
+            )
+        )
+    if args.action == "topic-posts" and args.topics_file:
+        unknown = (
+            pl.scan_parquet(args.out)
+            .filter(pl.col("category").is_null())
+            .select(pl.col("topic").n_unique())
+            .collect()
+            .item()
+        )
+        if unknown:
+            findings.append(
+                Finding(
+                    "release_data",
+                    "topics_not_in_topic_list",
+                    "topics",
+                    f"{unknown} topic(s) of the released posts are not in {args.topics_file} "
+                    "(their category is empty)",
+                    "set topics.file to the release's topics.json",
+                )
+            )
+    log_findings(findings, log)
+    if args.health:
+        write_findings(args.health, findings)
     log.info("release data: %s", counts)
     if args.report:
         write_json(counts, args.report)
