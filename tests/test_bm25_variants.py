@@ -331,3 +331,12 @@ def test_pool_index_accepts_null_texts():
     index = PoolIndex(pool, params=BM25Params("lucene"))
     scores, matched = index.variant_scores([(("stress",), 1)])
     assert matched.tolist() == [True, False] and scores[0] > 0 and scores[1] == 0
+
+
+@pytest.mark.parametrize("method", ["robertson", "lucene", "bm25l"])
+def test_term_docs_read_tf_for_every_variant(method):
+    """The phrase matcher reads (docs, tf) from the sparse index whatever its variant."""
+    corpus = [["a", "b", "a"], ["b"], [], ["a", "a", "a", "c"]]
+    index = BM25Index.from_token_lists(corpus, params=BM25Params(method))
+    docs, tf = index.term_docs("a")
+    assert docs.tolist() == [0, 3] and tf.tolist() == [2, 3]

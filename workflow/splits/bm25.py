@@ -484,6 +484,8 @@ class BM25Index:
         start, end = self.weights.indptr[term], self.weights.indptr[term + 1]
         docs = self.weights.indices[start:end].astype(np.int64)
         weight = self.weights.data[start:end]
+        if self.scorer is not None:  # another BM25 variant stores tf itself
+            return docs, np.rint(weight).astype(np.int64)
         norm = (
             self.k1 * (1 - self.b + self.b * self.doc_len[docs] / self.avgdl)
             if self.avgdl > 0
