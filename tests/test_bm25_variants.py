@@ -340,3 +340,33 @@ def test_term_docs_read_tf_for_every_variant(method):
     index = BM25Index.from_token_lists(corpus, params=BM25Params(method))
     docs, tf = index.term_docs("a")
     assert docs.tolist() == [0, 3] and tf.tolist() == [2, 3]
+
+
+@pytest.mark.parametrize("method", ["atire", "bm25l", "bm25+"])
+def test_variants_decompose_over_shards(method):
+    """A shard indexed with the whole corpus's statistics scores as the whole index does (the
+    topic splits' map-reduce), for the variants too; lucene refuses (it needs the count of
+    non-empty documents, which the statistics do not hold)."""
+    from splits.bm25 import CorpusStats, ShardCounts
+
+    rng = np.random.default_rng(5)
+    vocab = [f"w{i}" for i in range(30)]
+    corpus = [
+        [vocab[int(i) % 30] for i in rng.zipf(1.4, size=int(rng.integers(0, 20)))]
+        for _ in range(80)
+    ]
+    params = BM25Params(method)
+    whole = BM25Index.from_token_lists(corpus, params=params)
+    parts = [corpus[:33], corpus[33:]]
+    stats = CorpusStats.combine([ShardCounts.from_token_lists(p) for p in parts], vocab)
+    query = ["w0", "w3", "w7", "w3"]
+    expected = whole.get_scores(query)
+    start = 0
+    for part in parts:
+        shard = BM25Index.from_token_lists(part, stats=stats, params=params)
+        np.testing.assert_allclose(
+            shard.get_scores(query), expected[start : start + len(part)], rtol=1e-12
+        )
+        start += len(part)
+    with pytest.raises(ValueError, match="non-empty"):
+        BM25Index.from_token_lists(parts[0], stats=stats, params=BM25Params("lucene"))
