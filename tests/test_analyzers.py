@@ -98,25 +98,32 @@ def test_wordpiece_lucene_equals_anserini_hgf_analyzer(reference_dir, vocabulary
     assert compared > 2000
 
 
-def test_long_posts_keep_the_first_512_pieces(vocabulary):
-    """The release (pyserini 0.44, DJL 0.28) truncates each text to 512 pieces: the same
-    pieces as the tokenizers library's own truncation, and a word after them is not found."""
+def test_long_posts_all_pieces_by_default_or_the_first_512(vocabulary):
+    """By default every piece of a long post is indexed (pyserini 0.44.0, the release's, sets
+    the tokenizer's maximum length to Integer.MAX_VALUE); ``max_tokens=512`` keeps the first 512
+    pieces as later Anserini versions do, the same pieces as the tokenizers library's own
+    truncation, and a word after them is then not found."""
     from tokenizers import Tokenizer
 
     reference = Tokenizer.from_file(str(vocabulary / "tokenizer.json"))
-    reference.enable_truncation(512)
     long_text = " ".join(["my anxiety is getting worse every day"] * 120) + " landlord"
-    analyzer = WordPieceAnalyzer(vocabulary / "vocab.txt")
+    full = WordPieceAnalyzer(vocabulary / "vocab.txt").tokenize(long_text)
+    assert len(full) > 512
+    assert full == reference.encode(long_text, add_special_tokens=False).tokens
+    reference.enable_truncation(512)
+    analyzer = WordPieceAnalyzer(vocabulary / "vocab.txt", max_tokens=512)
     pieces = analyzer.tokenize(long_text)
-    assert len(pieces) == 512
+    assert len(pieces) == 512 and full[:512] == pieces
     assert pieces == reference.encode(long_text, add_special_tokens=False).tokens
-    full = WordPieceAnalyzer(vocabulary / "vocab.txt", max_tokens=None).tokenize(long_text)
-    assert len(full) > 512 and full[:512] == pieces
     pool = pool_of(["a", "b"], [long_text, "my landlord"])
-    index = PoolIndex(pool, params=BM25Params("lucene"), analyzer=analyzer)
-    _, matched = index.variant_scores(index.clauses(["landlord"], merged=True))
-    assert matched.tolist() == [False, True]
-    assert index.doc_len.tolist()[0] == 512
+    for chosen, found in (
+        (analyzer, [False, True]),
+        (WordPieceAnalyzer(vocabulary / "vocab.txt"), [True, True]),
+    ):
+        index = PoolIndex(pool, params=BM25Params("lucene"), analyzer=chosen)
+        _, matched = index.variant_scores(index.clauses(["landlord"], merged=True))
+        assert matched.tolist() == found
+    assert index.doc_len.tolist()[0] == len(full)
 
 
 def test_analyzer_errors(tmp_path):

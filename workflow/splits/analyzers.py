@@ -8,10 +8,12 @@
   pre-tokeniser (whitespace and punctuation) and WordPiece (``##`` continuation pieces, ``[UNK]``
   for a word it cannot split or longer than 100 characters), without special tokens. This is
   Anserini's ``hgf_tokenizer`` analyzer (``HuggingFaceTokenizerAnalyzer``: the tokenizer's
-  tokens joined by spaces and split on whitespace). Long documents: the release's pyserini
-  0.44.0 (DJL 0.28) truncates every text to its first ``max_tokens`` = 512 pieces ("FirstP":
-  later words of a long post are not indexed and do not count in its length); ``max_tokens:
-  null`` keeps every piece (what pyserini 0.21 did).
+  tokens joined by spaces and split on whitespace). Long documents: the release's pyserini 0.44.0
+  (Anserini 0.39.0) sets the tokenizer's ``maxLength`` and ``modelMaxLength`` to
+  Integer.MAX_VALUE, so every piece of a post is indexed, however long (its analyzer run on an
+  844-piece text returns 844 pieces); ``max_tokens: null`` (the default) does the same. Later
+  Anserini versions (DJL 0.28 with ``maxLength`` 512) keep only the first 512 pieces
+  ("FirstP"): ``max_tokens: 512`` reproduces those.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from splits.text import words
 
 WORDS, WORDPIECE = "words", "wordpiece"
 ANALYZERS = (WORDS, WORDPIECE)
-RELEASE_MAX_TOKENS = 512
+RELEASE_MAX_TOKENS = None  # pyserini 0.44.0 keeps every piece
 BATCH_TEXTS = 4096
 
 

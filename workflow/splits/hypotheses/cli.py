@@ -528,8 +528,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-tokens",
         type=lambda v: None if v == "all" else int(v),
-        default=512,
-        help="WordPiece pieces kept per post ('all' or a number; the release: 512)",
+        default=None,
+        help="WordPiece pieces kept per post ('all' or a number; the release keeps all)",
     )
     p.add_argument("--doc-count", type=int, default=1000, help="release mode: list length")
 
