@@ -26,6 +26,9 @@ from pathlib import Path
 
 def main(request_path: str, result_path: str) -> None:
     request = json.loads(Path(request_path).read_text())
+    if request.get("release_jar"):
+        Path(result_path).write_text(json.dumps(release_jar(request)))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         collection = Path(tmp) / "docs"
         collection.mkdir()
@@ -121,6 +124,70 @@ def search(index: str, request: dict) -> dict:
             stream.end()
             stream.close()
             out["terms"][doc["id"]] = tokens
+    return out
+
+
+def release_jar(request: dict) -> dict:
+    """The same searches with the Anserini jar of the release's pyserini 0.44.0 (Anserini 0.39.0,
+    Lucene 9.9.1; ``request["release_jar"]``) on a Java >= 21 (``request["java_home"]``), through
+    pyjnius directly: raw Lucene scores and Anserini's displayed ones (pretokenized only)."""
+    import os
+
+    os.environ["JAVA_HOME"] = request["java_home"]
+    import jnius_config
+
+    jnius_config.set_classpath(request["release_jar"])
+    from jnius import autoclass
+
+    with tempfile.TemporaryDirectory() as tmp:
+        collection = Path(tmp) / "docs"
+        collection.mkdir()
+        with open(collection / "docs.jsonl", "w") as out:
+            for doc in request["docs"]:
+                out.write(json.dumps(doc) + "\n")
+        index = str(Path(tmp) / "index")
+        autoclass("io.anserini.index.IndexCollection").main(
+            ["-collection", "JsonCollection", "-input", str(collection), "-index", index]
+            + ["-generator", "DefaultLuceneDocumentGenerator", "-threads", "1"]
+            + ["-storePositions", "-storeDocvectors", "-storeRaw", "-pretokenized"]
+        )
+        k1, b, k = float(request["k1"]), float(request["b"]), int(request["k"])
+        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
+            autoclass("org.apache.lucene.store.FSDirectory").open(
+                autoclass("java.io.File")(index).toPath()
+            )
+        )
+        raw = autoclass("org.apache.lucene.search.IndexSearcher")(reader.getContext())
+        raw.setSimilarity(autoclass("org.apache.lucene.search.similarities.BM25Similarity")(k1, b))
+        stored = raw.storedFields()
+        SortField = autoclass("org.apache.lucene.search.SortField")
+        Type = autoclass("org.apache.lucene.search.SortField$Type")
+        sort = autoclass("org.apache.lucene.search.Sort")(
+            SortField.FIELD_SCORE, SortField("id", Type.STRING_VAL)
+        )
+        parser = autoclass("org.apache.lucene.queryparser.flexible.standard.StandardQueryParser")()
+        parser.setAnalyzer(autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
+        searcher = autoclass("io.anserini.search.SimpleSearcher")(index)
+        searcher.set_bm25(k1, b)
+        out = {
+            "lucene": autoclass("org.apache.lucene.util.Version").LATEST.toString(),
+            "queries": [],
+        }
+        for text in request["queries"]:
+            query = parser.parse(text, "contents")
+            top = raw.search(query, k, sort, True)
+            hits = searcher.search(query, k)
+            out["queries"].append(
+                {
+                    "query": text,
+                    "raw_ids": [stored.document(d.doc).get("id") for d in top.scoreDocs],
+                    "raw_scores": [float(d.score) for d in top.scoreDocs],
+                    "ids": [h.docid for h in hits],
+                    "scores": [float(h.score) for h in hits],
+                }
+            )
+        searcher.close()
+        reader.close()
     return out
 
 

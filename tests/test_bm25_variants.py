@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -184,6 +185,44 @@ def test_pool_index_lucene_equals_real_lucene(lucene_run):
         tied_rows += int(np.sum(want[1:] == want[:-1]))
         compared += len(want)
     assert compared > 5000 and tied_rows > 500, (compared, tied_rows)
+
+
+RELEASE_JAR = os.environ.get("SPLITS_RELEASE_ANSERINI_JAR", "")
+RELEASE_JAVA = os.environ.get("SPLITS_RELEASE_JAVA_HOME", "")
+
+
+@pytest.mark.skipif(
+    not (RELEASE_JAR and RELEASE_JAVA) or bool(LUCENE_MISSING),
+    reason="the release's Lucene (pyserini 0.44.0's Anserini 0.39.0 jar, Java >= 21) is optional: "
+    "set SPLITS_RELEASE_ANSERINI_JAR and SPLITS_RELEASE_JAVA_HOME to run it",
+)
+def test_pool_index_lucene_equals_the_releases_lucene(reference_dir, tmp_path):
+    """The same 2,838 posts and 24 queries with the release's own Lucene (9.9.1)."""
+    ids, texts = dreaddit_posts(reference_dir)
+    result = run_lucene(
+        tmp_path,
+        {
+            "docs": [
+                {"id": i, "contents": " ".join(words(t))} for i, t in zip(ids, texts, strict=True)
+            ],
+            "queries": [release_query(q) for q in QUERIES],
+            "k": 3000,
+            "k1": 0.9,
+            "b": 0.4,
+            "release_jar": RELEASE_JAR,
+            "java_home": RELEASE_JAVA,
+        },
+    )
+    assert result["lucene"].startswith("9.9")
+    index = PoolIndex(pool_of(ids, texts), params=BM25Params("lucene"))
+    for keywords, expected in zip(QUERIES, result["queries"], strict=True):
+        scores, matched = index.variant_scores(index.clauses(keywords, merged=True))
+        hits = np.flatnonzero(matched)
+        order = hits[bs.anserini_order(scores[hits], [ids[d] for d in hits])]
+        assert [ids[d] for d in order] == expected["raw_ids"] == expected["ids"]
+        got = scores[order].astype(np.float32)
+        assert np.array_equal(got, np.array(expected["raw_scores"], dtype=np.float32))
+        assert np.array_equal(bs.anserini_display(got), np.array(expected["scores"], np.float32))
 
 
 @needs_lucene
