@@ -50,6 +50,13 @@ EMPATHY_GROUP_SETS = (
 )
 HYPOTHESES = config["hypotheses"]
 HYPOTHESES_DIR = f"{RESULTS}/hypotheses"
+RELEASE_DATA = config["release_data"]
+# the topic posts every later stage reads: the topic splits', or the authors' released posts
+TOPIC_POSTS = (
+    f"{RESULTS}/release_data/topic_posts.parquet"
+    if RELEASE_DATA["path"]
+    else f"{RESULTS}/topics/topic_posts.parquet"
+)
 
 
 wildcard_constraints:
@@ -98,6 +105,24 @@ def selfid_verifier_inputs():
     if config["demographics"]["verifier"] == "llm":
         return [config["demographics"]["verifier_prompt"]]
     return []
+
+
+def sampling_members_inputs(wildcards):
+    """Who belongs to each group, for the sampling's dual members: the groups' users and
+    thresholds; none with the authors' released posts (their authors per group are the members).
+    """
+    if RELEASE_DATA["path"]:
+        return {}
+    return {
+        "users": demographic_users_files(),
+        "thresholds": f"{RESULTS}/demographics/thresholds.json",
+    }
+
+
+def sampling_members_args(wildcards, input):
+    if not hasattr(input, "users"):
+        return []
+    return ["--users", *input.users, "--thresholds", input.thresholds]
 
 
 def demographic_users_files():
@@ -269,7 +294,7 @@ def probe_data(probe):
 
     def inputs(wildcards):
         if wildcards.source == "topics":
-            return [f"{RESULTS}/topics/topic_posts.parquet"]
+            return [TOPIC_POSTS]
         return probe_reference_data(config, wildcards.source)
 
     return inputs
@@ -348,6 +373,42 @@ def hypotheses_set_files(kind):
     return [
         f"{HYPOTHESES_DIR}/{kind}/{name}.parquet" for name in hypothesis_sets(config)
     ]
+
+
+def release_data_input():
+    """The local copy as an input (a folder), none for the hub cache (ecaplan/splits)."""
+    path = RELEASE_DATA["path"]
+    return [path] if path and Path(path).exists() else []
+
+
+def release_data_args():
+    args = []
+    if RELEASE_DATA["demographics"]:
+        args += ["--demographics", *RELEASE_DATA["demographics"]]
+    if RELEASE_DATA["topics"]:
+        args += ["--topics", *RELEASE_DATA["topics"]]
+    return args
+
+
+def hypotheses_vocab_input():
+    vocab = HYPOTHESES["retrieval"]["vocab"]
+    return (
+        [vocab] if HYPOTHESES["retrieval"]["analyzer"] == "wordpiece" and vocab else []
+    )
+
+
+def hypotheses_retrieval_args():
+    r = HYPOTHESES["retrieval"]
+    args = ["--retrieval-mode", r["mode"], "--bm25-method", r["method"] or "default"]
+    for flag, key in (("--bm25-k1", "k1"), ("--bm25-b", "b")):
+        if r[key] is not None:
+            args += [flag, str(r[key])]
+    args += ["--bm25-delta", str(r["delta"]), "--analyzer", r["analyzer"]]
+    if r["vocab"]:
+        args += ["--vocab", r["vocab"]]
+    max_tokens = r["max_tokens"]
+    args += ["--max-tokens", "all" if max_tokens is None else str(max_tokens)]
+    return args + ["--doc-count", str(r["doc_count"])]
 
 
 def hypotheses_identity_input():

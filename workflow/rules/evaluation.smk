@@ -15,9 +15,8 @@
 
 rule evaluation_sweep_dataset:
     input:
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
-        users=demographic_users_files(),
-        thresholds=f"{RESULTS}/demographics/thresholds.json",
+        unpack(sampling_members_inputs),
+        topic_posts=TOPIC_POSTS,
     output:
         quadruplets=f"{RESULTS}/evaluation/datasets/k-{{k}}/quadruplets.parquet",
         summary=f"{RESULTS}/evaluation/datasets/k-{{k}}/sampling_summary.json",
@@ -34,8 +33,9 @@ rule evaluation_sweep_dataset:
         mem_mb=4000,
     params:
         seed=SEED,
+        members=sampling_members_args,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {wildcards.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} --users {input.users:q} --thresholds {input.thresholds:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {wildcards.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} {params.members:q} > {log:q} 2>&1"
 
 
 rule evaluation_subsample:

@@ -13,7 +13,7 @@ wildcard_constraints:
 rule hypotheses_sample:
     input:
         meta=f"{SAMPLE_DIR}/synth_meta.json",
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
         topics=config["topics"]["file"],
         identity=hypotheses_identity_input(),
     output:
@@ -98,7 +98,7 @@ rule hypotheses_theories:
 
 rule hypotheses_generate:
     input:
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
         topics=config["topics"]["file"],
         prompt=HYPOTHESES["generate"]["prompt"],
     output:
@@ -139,7 +139,8 @@ rule hypotheses_generate:
 rule hypotheses_lift:
     input:
         hypotheses=f"{HYPOTHESES_DIR}/sets/{{hypothesis_set}}.parquet",
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
+        vocab=hypotheses_vocab_input(),
     output:
         lift=f"{HYPOTHESES_DIR}/lift/{{hypothesis_set}}.parquet",
         report=f"{HYPOTHESES_DIR}/lift/{{hypothesis_set}}.json",
@@ -157,8 +158,9 @@ rule hypotheses_lift:
         list_size=HYPOTHESES["list_size"] or "all",
         alpha=HYPOTHESES["alpha"],
         seed=SEED,
+        retrieval=hypotheses_retrieval_args(),
     shell:
-        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses:q} --topic-posts {input.topic_posts:q} --k-fractions {params.k_fractions:q} --list-size {params.list_size:q} --alpha {params.alpha:q} --seed {params.seed:q} --out {output.lift:q} --report {output.report:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses:q} --topic-posts {input.topic_posts:q} --k-fractions {params.k_fractions:q} --list-size {params.list_size:q} --alpha {params.alpha:q} --seed {params.seed:q} {params.retrieval:q} --out {output.lift:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_triviality:

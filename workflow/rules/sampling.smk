@@ -3,9 +3,8 @@
 
 rule sample_quadruplets:
     input:
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
-        users=demographic_users_files(),
-        thresholds=f"{RESULTS}/demographics/thresholds.json",
+        unpack(sampling_members_inputs),
+        topic_posts=TOPIC_POSTS,
     output:
         quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
         summary=f"{RESULTS}/dataset/sampling_summary.json",
@@ -22,14 +21,15 @@ rule sample_quadruplets:
     params:
         k=config["sampling"]["k"],
         seed=SEED,
+        members=sampling_members_args,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {params.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} --health {output.health:q} --users {input.users:q} --thresholds {input.thresholds:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {params.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} --health {output.health:q} {params.members:q} > {log:q} 2>&1"
 
 
 rule export_dataset:
     input:
         quadruplets=f"{RESULTS}/dataset/quadruplets.parquet",
-        topic_posts=f"{RESULTS}/topics/topic_posts.parquet",
+        topic_posts=TOPIC_POSTS,
     output:
         quadruplets=f"{RESULTS}/dataset/export/quadruplets.parquet",
         topic_posts=f"{RESULTS}/dataset/export/topic_posts.parquet",

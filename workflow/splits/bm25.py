@@ -52,6 +52,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from splits.bm25_scoring import LUCENE, ROBERTSON, BM25Params, BM25Scorer, merge_clauses
 from splits.config import ConfigError, Topic, load_topics
 from splits.io import ParquetAppender, read_json, write_json, write_parquet, write_text
 from splits.phrases import PhraseMatches, match_phrases, phrase_tokens
@@ -252,6 +253,8 @@ class BM25Index:
     k1: float = K1
     b: float = B
     epsilon: float = EPSILON
+    #: another BM25 variant (``splits.bm25_scoring``): ``weights`` then hold raw tf
+    scorer: BM25Scorer | None = None
 
     @property
     def n_docs(self) -> int:
@@ -268,6 +271,7 @@ class BM25Index:
         epsilon: float = EPSILON,
         block_docs: int = BUILD_BLOCK_DOCS,
         stats: CorpusStats | None = None,
+        params: BM25Params | None = None,
     ) -> BM25Index:
         """Index raw texts with the module's tokeniser (vectorised with polars), ``block_docs``
         documents at a time so that memory holds one block's tokens, not the corpus's.
@@ -275,9 +279,12 @@ class BM25Index:
         With ``stats`` (the statistics of a corpus these texts are one shard of), the index
         scores the texts exactly as one index over that whole corpus would: idf, the epsilon
         floor and the average length come from ``stats``, and the vocabulary is the terms of
-        ``stats.doc_freq`` (other tokens count towards document lengths only)."""
+        ``stats.doc_freq`` (other tokens count towards document lengths only).
+
+        ``params`` (a ``BM25Params`` other than robertson) selects another BM25 variant; k1,
+        b and epsilon then come from it."""
         return cls._from_token_blocks(
-            _token_blocks(texts, block_docs), len(texts), k1, b, epsilon, stats
+            _token_blocks(texts, block_docs), len(texts), k1, b, epsilon, stats, params
         )
 
     @classmethod
@@ -288,11 +295,12 @@ class BM25Index:
         b: float = B,
         epsilon: float = EPSILON,
         stats: CorpusStats | None = None,
+        params: BM25Params | None = None,
     ) -> BM25Index:
         """Index pre-tokenised documents as given (no stop-word removal), like
-        ``BM25Okapi(corpus)``; ``stats`` as in ``from_texts``."""
+        ``BM25Okapi(corpus)``; ``stats`` and ``params`` as in ``from_texts``."""
         return cls._from_token_blocks(
-            _token_list_blocks(corpus), len(corpus), k1, b, epsilon, stats
+            _token_list_blocks(corpus), len(corpus), k1, b, epsilon, stats, params
         )
 
     @classmethod
@@ -304,6 +312,7 @@ class BM25Index:
         b: float,
         epsilon: float,
         stats: CorpusStats | None = None,
+        params: BM25Params | None = None,
     ) -> BM25Index:
         """The index from ``(first doc, (doc, tok) rows)`` blocks in document order, each
         block's doc ids local (from 0). Term ids follow first appearance over the whole corpus
@@ -337,6 +346,22 @@ class BM25Index:
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(doc_freq, out=indptr[1:])
         index_dtype = _id_dtype(max(int(indptr[-1]), n_docs))
+        scorer = None
+        if params is not None and params.method != ROBERTSON:
+            if stats is not None and params.method == LUCENE:
+                raise ValueError(
+                    "bm25 lucene over shards needs the count of non-empty documents, which "
+                    "corpus statistics do not hold"
+                )
+            k1, b, epsilon = params.k1, params.b, params.epsilon
+            scorer = BM25Scorer(params, doc_len, doc_freq)
+            if stats is not None:
+                scorer.set_statistics(
+                    doc_len,
+                    stats.n_docs,
+                    stats.total_len,
+                    np.fromiter(stats.doc_freq.values(), np.int64, n_terms),
+                )
         # the same float operations, in the same order, as rank_bm25's get_scores
         length_norm = (
             k1 * (1 - b + b * doc_len / avgdl) if avgdl > 0 else np.full(n_docs, k1 * (1 - b))
@@ -355,7 +380,7 @@ class BM25Index:
             cursor[term[run_start]] += run_len
             tf = tf_count.astype(np.float64)
             indices[slot] = doc
-            weight[slot] = tf * (k1 + 1) / (tf + length_norm[doc])
+            weight[slot] = tf if scorer is not None else tf * (k1 + 1) / (tf + length_norm[doc])
         idf = np.where(idf_raw < 0, epsilon * average_idf, idf_raw)
         weights = sp.csc_matrix(
             (weight, indices, indptr.astype(index_dtype)), shape=(n_docs, n_terms), copy=False
@@ -370,6 +395,7 @@ class BM25Index:
             k1=k1,
             b=b,
             epsilon=epsilon,
+            scorer=scorer,
         )
 
     # ----------------------------------------------------------------- queries
@@ -381,8 +407,11 @@ class BM25Index:
 
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """Dense scores of every document, equal to ``BM25Okapi.get_scores(query)``."""
+        ids = self.term_ids(query)
         scores = np.zeros(self.n_docs)
-        docs, doc_scores = self.score_matching(self.term_ids(query))
+        if self.scorer is not None:  # BM25L, BM25+: what every document gets
+            scores += self.scorer.constant(_merged_terms(ids))
+        docs, doc_scores = self.score_matching(ids)
         scores[docs] = doc_scores
         return scores
 
@@ -392,7 +421,9 @@ class BM25Index:
         The posting lists of the query's terms are gathered in query order and summed per
         document with ``np.bincount``, which adds in input order: each document's score is
         ((0 + term1) + term2) + ..., the same float operations as rank_bm25's loop over the
-        query (documents without a term add exactly 0 there)."""
+        query (documents without a term add exactly 0 there). Other variants: ``_score_variant``."""
+        if self.scorer is not None:
+            return self._score_variant(term_ids)
         indptr = self.weights.indptr
         starts = indptr[term_ids]
         lengths = indptr[term_ids + 1] - starts
@@ -408,6 +439,26 @@ class BM25Index:
             inverse, weights=contributions, minlength=len(docs)
         )
 
+    def _score_variant(self, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``score_matching`` for the scorer's variant: a repeated query term is one clause with
+        a boost (Lucene's rewrite of repeated SHOULD clauses), clause scores from the term's
+        (documents, tf) and summed per document in float64 (Lucene: then cast to float)."""
+        indptr = self.weights.indptr
+        rows, parts = [], []
+        clauses = _merged_terms(term_ids)
+        for ids, boost in clauses:
+            start, stop = int(indptr[ids[0]]), int(indptr[ids[0] + 1])
+            if stop > start:
+                docs = self.weights.indices[start:stop].astype(np.int64)
+                tf = self.weights.data[start:stop]
+                rows.append(docs)
+                parts.append(self.scorer.clause_scores(ids, docs, tf, boost).astype(np.float64))
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        docs, inverse = np.unique(np.concatenate(rows), return_inverse=True)
+        summed = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(docs))
+        return docs.astype(np.int64), self.scorer.finish(summed) + self.scorer.constant(clauses)
+
     def search(
         self, query: Sequence[str], k: int, doc_mask: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -422,6 +473,8 @@ class BM25Index:
     def max_score(self, query: Sequence[str]) -> float:
         """The supremum of a document's score for ``query``: (k1 + 1) * sum of its tokens' idf."""
         ids = self.term_ids(query)
+        if self.scorer is not None:
+            return self.scorer.max_score(ids) if len(ids) else 0.0
         return float((self.k1 + 1) * self.idf[ids].sum()) if len(ids) else 0.0
 
     def term_docs(self, token: str) -> tuple[np.ndarray, np.ndarray]:
@@ -434,6 +487,8 @@ class BM25Index:
         start, end = self.weights.indptr[term], self.weights.indptr[term + 1]
         docs = self.weights.indices[start:end].astype(np.int64)
         weight = self.weights.data[start:end]
+        if self.scorer is not None:  # another BM25 variant stores tf itself
+            return docs, np.rint(weight).astype(np.int64)
         norm = (
             self.k1 * (1 - self.b + self.b * self.doc_len[docs] / self.avgdl)
             if self.avgdl > 0
@@ -510,6 +565,12 @@ def match_keywords(
         tf=tuple(direct[p][1] for p in phrases),
         n_docs=index.n_docs,
     )
+
+
+def _merged_terms(term_ids: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """Query term ids as (one-term clause, boost = repetitions), in first-appearance order."""
+    merged = merge_clauses([(int(t),) for t in term_ids])
+    return [(np.array(ids, dtype=np.int64), boost) for ids, boost in merged]
 
 
 def _idf(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:

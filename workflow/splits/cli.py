@@ -72,6 +72,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "HTML pages of table outputs (CSV, Parquet, JSON, Markdown) for the Snakemake report",
     ),
     "human": ("splits.human", "human-validation annotation sheets and scores"),
+    "release-data": (
+        "splits.release_data",
+        "the authors' Hugging Face dataset (ecaplan/splits, a local copy) as the pipeline's tables",
+    ),
     "hypotheses": (
         "splits.hypotheses.cli",
         "hypothesis validation: lexicon sets, lift@k by BM25 retrieval, triviality, the filter",

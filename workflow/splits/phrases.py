@@ -52,12 +52,23 @@ class PositionalIndex:
     ``postings`` (positions grouped by term, ascending within a term) and ``term_start``
     (term t's positions are ``postings[term_start[t]:term_start[t + 1]]``)."""
 
-    def __init__(self, texts: Sequence[str | None] | pl.Series):
-        series = texts if isinstance(texts, pl.Series) else pl.Series(list(texts), dtype=pl.String)
-        frame = pl.DataFrame({"text": series.cast(pl.String)}).select(
-            pl.col("text").fill_null("").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
-        )
-        tok = frame.get_column("text")
+    def __init__(
+        self,
+        texts: Sequence[str | None] | pl.Series | None = None,
+        tokens: Sequence[Sequence[str]] | None = None,
+    ):
+        """From raw ``texts`` (``words``), or from documents already cut into ``tokens`` by
+        another analyzer (taken as given, e.g. WordPiece pieces)."""
+        if tokens is not None:
+            tok = pl.Series("text", [list(t) for t in tokens], dtype=pl.List(pl.String))
+        else:
+            series = (
+                texts if isinstance(texts, pl.Series) else pl.Series(list(texts), dtype=pl.String)
+            )
+            frame = pl.DataFrame({"text": series.cast(pl.String)}).select(
+                pl.col("text").fill_null("").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
+            )
+            tok = frame.get_column("text")
         n_docs = len(tok)
         doc_len = tok.list.len().fill_null(0).to_numpy().astype(np.int64)
         flat = tok.explode().drop_nulls()

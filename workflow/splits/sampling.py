@@ -5,8 +5,9 @@ release), the pools are the topic posts of A and of B on t. A post whose author 
 threshold of both groups (a dual member of the pair) is left out of that pair's split, whichever
 pool it was found in: it cannot serve as evidence for either group. The members of each group
 (its users at or above its threshold percentile) come from the groups' ``users.parquet`` and
-``thresholds.json`` (``--users``, ``--thresholds``); without them only the posts found in both
-pools are left out (a lower bound, logged as a warning). The sampling summary counts the dual
+``thresholds.json`` (``--users``, ``--thresholds``); without them (the authors' released posts,
+which carry no percentiles) a group's members are the authors of its topic posts, so an author
+whose posts were released under both groups is a dual member. The sampling summary counts the dual
 members and their left-out posts per pair (``dual_membership``), and two groups that share more
 than half of either group's members are a run-health finding (``groups_overlap``). Each split draws from its own random generator, seeded by the base seed
 and the names of (t, A, B), so adding a topic or a group leaves the other splits unchanged.
@@ -180,6 +181,15 @@ def read_members(users_files: Sequence[str], thresholds_file: str) -> Members:
     if not frames:
         return {}
     return group_members(pl.concat(frames, how="vertical_relaxed"), thresholds)
+
+
+def members_of_topic_posts(topic_posts: pl.DataFrame) -> Members:
+    """Each group's members as the authors of its topic posts (data that carries a group per post
+    but no group-ness percentiles, such as the authors' released posts)."""
+    return {
+        str(key): frozenset(part.get_column("author").drop_nulls().to_list())
+        for (key,), part in topic_posts.group_by("demographic")
+    }
 
 
 def dual_members(members: Members | None, a: str, b: str) -> frozenset[str]:
@@ -630,14 +640,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.topic_posts}: missing columns {sorted(missing)}")
     if bool(args.users) != bool(args.thresholds):
         raise ConfigError("splits sample: --users and --thresholds go together")
-    members = read_members(args.users, args.thresholds) if args.users else None
-    if members is None:
-        log.warning(
-            "no --users/--thresholds: only posts found in both pools of a pair are left out, not "
-            "every post of an author at or above both groups' thresholds"
-        )
-    elif "author" not in topic_posts.columns:
+    if "author" not in topic_posts.columns:
         raise ConfigError(f"{args.topic_posts}: missing column 'author'")
+    if args.users:
+        members = read_members(args.users, args.thresholds)
+    else:
+        members = members_of_topic_posts(topic_posts)
+        log.info("no --users/--thresholds: a group's members are the authors of its topic posts")
     quadruplets = sample_quadruplets(topic_posts, args.k, args.seed, members=members)
     pools = split_pools(topic_posts, members=members)
     if quadruplets.height == 0:

@@ -64,12 +64,19 @@ PROBES_JUDGES_OUTPUTS = ["ratings.parquet", "raters.parquet", *PROBE_OUTPUTS["gr
 
 
 def final_targets(config: dict, empathy_sets: dict) -> list[str]:
-    """Every output of the default target, stage by stage."""
+    """Every output of the default target, stage by stage. With ``release_data.path`` the
+    authors' released topic posts replace ingest, graph, demographics and topic splits."""
+    if config["release_data"]["path"]:
+        upstream = [f"{config['outdir']}/release_data/topic_posts.parquet"]
+    else:
+        upstream = (
+            ingest_targets(config)
+            + graph_targets(config)
+            + demographics_targets(config)
+            + topics_targets(config)
+        )
     return (
-        ingest_targets(config)
-        + graph_targets(config)
-        + demographics_targets(config)
-        + topics_targets(config)
+        upstream
         + sampling_targets(config)
         + evaluation_targets(config)
         + probes_targets(config, empathy_sets)

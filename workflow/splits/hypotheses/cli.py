@@ -241,7 +241,10 @@ def run_lift(args: argparse.Namespace) -> int:
         raise ConfigError("hypotheses.alpha: must be in (0, 1)")
     if not Path(args.topic_posts).is_file():
         raise ConfigError(f"topic posts {args.topic_posts} do not exist")
-    settings = LiftSettings(fractions, args.list_size, args.alpha, args.seed)
+    retrieval = retrieval_settings(args)
+    if retrieval.analyzer == "wordpiece" and not retrieval.vocab:
+        raise ConfigError("hypotheses.retrieval.vocab: the wordpiece analyzer needs a vocab.txt")
+    settings = LiftSettings(fractions, args.list_size, args.alpha, args.seed, retrieval)
     result = evaluate_set(hypotheses, pl.scan_parquet(args.topic_posts), settings)
     frame = lift_frame(result.rows, args.alpha)
     write_parquet(frame, args.out)
@@ -254,6 +257,16 @@ def run_lift(args: argparse.Namespace) -> int:
             "pools": result.pools,
             "posts_left_out_in_both_groups": result.posts_in_both_groups,
             "skipped": dict(sorted(result.skipped.items())),
+            "retrieval": {
+                "mode": retrieval.mode,
+                "bm25": retrieval.bm25.method,
+                "k1": retrieval.bm25.k1,
+                "b": retrieval.bm25.b,
+                "delta": retrieval.bm25.delta,
+                "analyzer": retrieval.analyzer,
+                "max_tokens": retrieval.max_tokens,
+                "doc_count": retrieval.doc_count if retrieval.mode == "release" else None,
+            },
         },
         args.report,
     )
@@ -266,6 +279,22 @@ def run_lift(args: argparse.Namespace) -> int:
         dict(result.skipped),
     )
     return 0
+
+
+def retrieval_settings(args: argparse.Namespace):
+    from splits.hypotheses.release import RetrievalSettings
+
+    return RetrievalSettings(
+        mode=args.retrieval_mode,
+        method=None if args.bm25_method == "default" else args.bm25_method,
+        k1=args.bm25_k1,
+        b=args.bm25_b,
+        delta=args.bm25_delta,
+        analyzer=args.analyzer,
+        vocab=args.vocab,
+        max_tokens=args.max_tokens,
+        doc_count=args.doc_count,
+    )
 
 
 def run_triviality(args: argparse.Namespace) -> int:
@@ -474,6 +503,35 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled lists")
     p.add_argument("--out", required=True, help="lift of every hypothesis (Parquet)")
     p.add_argument("--report", required=True, help="counts of scored and skipped hypotheses (JSON)")
+    p.add_argument(
+        "--retrieval-mode",
+        choices=("project", "release"),
+        default="project",
+        help="project: BM25 over the pool; release: the 2026 release's padded Lucene list",
+    )
+    p.add_argument(
+        "--bm25-method",
+        choices=("default", "robertson", "lucene", "atire", "bm25l", "bm25+"),
+        default="default",
+        help="BM25 variant (default: robertson in project mode, lucene in release mode)",
+    )
+    p.add_argument("--bm25-k1", type=float, default=None, help="k1 (default: the method's)")
+    p.add_argument("--bm25-b", type=float, default=None, help="b (default: the method's)")
+    p.add_argument("--bm25-delta", type=float, default=0.5, help="delta of bm25l and bm25+")
+    p.add_argument(
+        "--analyzer",
+        choices=("words", "wordpiece"),
+        default="words",
+        help="tokens of posts and entries: letter/digit words, or WordPiece from --vocab",
+    )
+    p.add_argument("--vocab", default=None, help="WordPiece vocab.txt (or tokenizer.json)")
+    p.add_argument(
+        "--max-tokens",
+        type=lambda v: None if v == "all" else int(v),
+        default=None,
+        help="WordPiece pieces kept per post ('all' or a number; the release keeps all)",
+    )
+    p.add_argument("--doc-count", type=int, default=1000, help="release mode: list length")
 
     p = sub.add_parser("triviality", help="SubspaceBERTScore recall of a set's lexicons")
     p.add_argument("--set", required=True, help="the hypothesis set (Parquet)")

@@ -22,8 +22,9 @@ import numpy as np
 import polars as pl
 
 from splits.hypotheses.lexicon import canonical_lexicon
-from splits.hypotheses.lift import LiftSettings, lift_statistics, ranked_counts
-from splits.hypotheses.retrieval import PoolIndex, matched_spans, pools_of_topic
+from splits.hypotheses.lift import LiftSettings, lift_statistics, pool_index, ranked_counts
+from splits.hypotheses.release import RELEASE, release_counts, release_list
+from splits.hypotheses.retrieval import PoolIndex, Ranking, matched_spans, pools_of_topic
 from splits.hypotheses.triviality import (
     Encoder,
     covered_identity_words,
@@ -87,6 +88,7 @@ class HypothesisEngine:
         self.max_pools = max_pools
         self._pools: OrderedDict[tuple[str, str, str], PoolIndex] = OrderedDict()
         self._vectors: dict[str, np.ndarray] = {}
+        self._analyzer = None
 
     def pool(self, topic: str, group_a: str, group_b: str) -> PoolIndex:
         """The index of (topic, pair), built once and kept."""
@@ -109,7 +111,12 @@ class HypothesisEngine:
         pool = pools[(a, b)]
         if not pool.is_a.any() or pool.is_a.all():
             raise QueryError(f"{topic}: the pool of {a} and {b} lacks posts of one group")
-        self._pools[key] = PoolIndex(pool)
+        if self.settings.retrieval.is_default:
+            self._pools[key] = PoolIndex(pool)
+        else:
+            if self._analyzer is None:
+                self._analyzer = self.settings.retrieval.make_analyzer()
+            self._pools[key] = pool_index(pool, self.settings.retrieval, self._analyzer)
         while len(self._pools) > self.max_pools:
             self._pools.popitem(last=False)
         return self._pools[key]
@@ -129,8 +136,15 @@ class HypothesisEngine:
             raise QueryError(f"the target {target!r} is neither {group_a!r} nor {group_b!r}")
         index = self.pool(topic, group_a, group_b)
         pool = index.pool
-        ranking, counts = ranked_counts(index, lexicon, target, self.settings, top_posts)
-        counts = [c for c in counts if c[3] > 0]  # no target post in the list: no lift
+        if self.settings.retrieval.mode == RELEASE:
+            ranked = release_list(index, lexicon, self.settings.retrieval.doc_count)
+            counts = release_counts(pool.is_target(target), ranked.docs, self.settings.k_fractions)
+            scores = np.nan_to_num(ranked.scores, nan=0.0)
+            ranking = Ranking(ranked.docs, scores, ranked.n_hits, len(ranked.docs))
+        else:
+            ranking, counts = ranked_counts(index, lexicon, target, self.settings, top_posts)
+        # no target post in the list, or no post read: no lift (undefined)
+        counts = [c for c in counts if c[3] > 0 and c[1] > 0]
         frame = pl.DataFrame(
             counts,
             schema={

@@ -33,6 +33,12 @@ import polars as pl
 from scipy import special, stats
 
 from splits.hypotheses.lexicon import Hypothesis
+from splits.hypotheses.release import (
+    RELEASE,
+    RetrievalSettings,
+    release_counts,
+    release_list,
+)
 from splits.hypotheses.retrieval import PoolIndex, depth, list_length, pools_of_topic
 from splits.stats import clopper_pearson
 
@@ -179,6 +185,14 @@ class LiftSettings:
     list_size: int | None = None  # None: the whole pool
     alpha: float = 0.05
     seed: int = 0
+    retrieval: RetrievalSettings = RetrievalSettings()
+
+
+def pool_index(pool, retrieval: RetrievalSettings, analyzer=None) -> PoolIndex:
+    """The pool's index under the retrieval settings (default: rank_bm25's BM25, words)."""
+    if retrieval.is_default:
+        return PoolIndex(pool)
+    return PoolIndex(pool, params=retrieval.bm25, analyzer=analyzer)
 
 
 def depth_counts(
@@ -243,6 +257,9 @@ def evaluate_pool(
     result: SetResult,
 ) -> None:
     """Append the lift rows of ``hypotheses`` (all on this pool) to ``result``."""
+    if settings.retrieval.mode == RELEASE:
+        evaluate_pool_release(index, hypotheses, settings, result)
+        return
     for h in hypotheses:
         ranking, counts = ranked_counts(index, h.lexicon, h.target, settings)
         short = len(settings.k_fractions) - len(counts)
@@ -271,6 +288,40 @@ def evaluate_pool(
             )
 
 
+def evaluate_pool_release(
+    index: PoolIndex,
+    hypotheses: Iterable[Hypothesis],
+    settings: LiftSettings,
+    result: SetResult,
+) -> None:
+    """The release's rows (``splits.hypotheses.release``): its padded list of ``doc_count``
+    posts and one row per k fraction, undefined ones (K = 0 or n = 0) included with their
+    statistics left null."""
+    for h in hypotheses:
+        ranked = release_list(index, h.lexicon, settings.retrieval.doc_count)
+        counts = release_counts(index.pool.is_target(h.target), ranked.docs, settings.k_fractions)
+        for fraction, n, hits, big_k, length in counts:
+            if big_k == 0 or n <= 0:
+                result.skipped["release_lift_undefined"] += 1
+            result.rows.append(
+                {
+                    "hypothesis_id": h.hypothesis_id,
+                    "topic": h.topic,
+                    "demographic_A": h.demographic_a,
+                    "demographic_B": h.demographic_b,
+                    "target": h.target,
+                    "lexicon": list(h.lexicon),
+                    "source": h.source,
+                    "k_fraction": fraction,
+                    "n": n,
+                    "hits_at_n": hits,
+                    "target_in_list": big_k,
+                    "list_size": length,
+                    "matching_posts": ranked.n_matching,
+                }
+            )
+
+
 def evaluate_set(
     hypotheses: Sequence[Hypothesis],
     topic_posts: pl.LazyFrame,
@@ -280,6 +331,7 @@ def evaluate_set(
     and each needed (topic, pair) pool is indexed once, so memory holds one topic's posts and one
     pool's index whatever the number of hypotheses."""
     result = SetResult()
+    analyzer = settings.retrieval.make_analyzer()
     by_pool: dict[tuple[str, str, str], list[Hypothesis]] = {}
     for h in hypotheses:
         by_pool.setdefault((h.topic, h.demographic_a, h.demographic_b), []).append(h)
@@ -311,7 +363,7 @@ def evaluate_set(
                     len(todo),
                 )
                 continue
-            index = PoolIndex(pool)
+            index = pool_index(pool, settings.retrieval, analyzer)
             result.pools += 1
             evaluate_pool(index, todo, settings, result)
             log.info("%s %s/%s: %d posts, %d hypotheses", topic, *pair, pool.size, len(todo))
@@ -323,12 +375,18 @@ def lift_frame(rows: Sequence[dict], alpha: float) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=LIFT_COLUMNS)
     frame = pl.DataFrame(rows)
+    # lift, p and the intervals are undefined without a target post in the list or a post read
+    # (release mode keeps such rows): null, never 0
+    defined = (frame["target_in_list"].to_numpy() > 0) & (frame["n"].to_numpy() > 0)
     computed = lift_statistics(
-        frame["hits_at_n"].to_numpy(),
-        frame["n"].to_numpy(),
-        frame["target_in_list"].to_numpy(),
-        frame["list_size"].to_numpy(),
+        frame["hits_at_n"].to_numpy()[defined],
+        frame["n"].to_numpy()[defined],
+        frame["target_in_list"].to_numpy()[defined],
+        frame["list_size"].to_numpy()[defined],
         alpha,
     )
-    frame = frame.with_columns(pl.Series(name, values) for name, values in computed.items())
+    for name, values in computed.items():
+        column = np.full(frame.height, np.nan)
+        column[defined] = values
+        frame = frame.with_columns(pl.Series(name, column).fill_nan(None))
     return frame.select([pl.col(c).cast(t) for c, t in LIFT_COLUMNS.items()])

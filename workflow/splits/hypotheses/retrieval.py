@@ -34,9 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from splits.analyzers import Analyzer
 from splits.bm25 import EPSILON, K1, B
-from splits.hypotheses.lexicon import canonical_lexicon, query_text
-from splits.text import POLARS_WORD_PATTERN, WORD_RE
+from splits.bm25_scoring import ROBERTSON, BM25Params, BM25Scorer, merge_clauses
+from splits.hypotheses.lexicon import canonical_lexicon, entry_tokens, query_text
+from splits.phrases import PositionalIndex
+from splits.text import WORD_RE
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -117,61 +120,45 @@ class Ranking:
 class PoolIndex:
     """Positional BM25 index of one pool. Build once, query many lexicons."""
 
-    def __init__(self, pool: Pool, k1: float = K1, b: float = B, epsilon: float = EPSILON):
+    def __init__(
+        self,
+        pool: Pool,
+        k1: float = K1,
+        b: float = B,
+        epsilon: float = EPSILON,
+        params: BM25Params | None = None,
+        analyzer: Analyzer | None = None,
+    ):
+        """``params``: another BM25 variant than rank_bm25's (``splits.bm25_scoring``);
+        ``analyzer``: the tokens of posts and entries (default: lowercase letter/digit runs)."""
         if pool.size == 0:
             raise ValueError(f"pool {pool.topic!r} {pool.group_a}/{pool.group_b} has no posts")
         self.pool = pool
         self.k1, self.b, self.epsilon = k1, b, epsilon
-        tokens = (
-            pl.DataFrame({"text": pl.Series(list(pool.texts), dtype=pl.String)})
-            .with_row_index("doc")
-            .select(
-                "doc",
-                pl.col("text")
-                .fill_null("")
-                .str.to_lowercase()
-                .str.extract_all(POLARS_WORD_PATTERN)
-                .alias("tok"),
-            )
-        )
-        doc_len = tokens.get_column("tok").list.len().fill_null(0).to_numpy().astype(np.int64)
-        flat = tokens.explode("tok").drop_nulls("tok")
-        # term ids by first appearance (rank_bm25's vocabulary order, which fixes the float sum
-        # behind the mean idf of the epsilon floor)
-        vocab = flat.get_column("tok").unique(maintain_order=True)
-        self.vocabulary: dict[str, int] = {t: i for i, t in enumerate(vocab.to_list())}
-        term = (
-            flat.select("tok")
-            .join(
-                pl.DataFrame({"tok": vocab}).with_row_index("term"),
-                on="tok",
-                how="left",
-                maintain_order="left",
-            )
-            .get_column("term")
-            .to_numpy()
-            .astype(np.int64)
-        )
-        doc = flat.get_column("doc").to_numpy().astype(np.int64)
+        self.analyzer = analyzer
+        # word positions (the phrase matcher shared with the topic splits): term ids by first
+        # appearance (rank_bm25's vocabulary order, which fixes the float sum behind the mean
+        # idf of the epsilon floor), positions grouped by term, ascending within a term
+        if analyzer is not None:
+            self.positions = PositionalIndex(tokens=analyzer.tokenize_many(pool.texts))
+        else:
+            self.positions = PositionalIndex(pool.texts)
+        self.vocabulary: dict[str, int] = self.positions.vocabulary
+        self._terms = list(self.vocabulary)
+        doc_len = self.positions.doc_len.astype(np.int64)
         n_docs = pool.size
-        n_terms = len(vocab)
-        # positions: post d's tokens, then one separator (-1); a tail of separators lets a phrase
-        # check look past the last token without bounds tests
-        self.doc_start = np.zeros(n_docs + 1, dtype=np.int64)
-        np.cumsum(doc_len + 1, out=self.doc_start[1:])
-        position = self.doc_start[doc] + (
-            np.arange(len(doc)) - np.repeat(np.cumsum(doc_len) - doc_len, doc_len)
+        n_terms = len(self._terms)
+        term_start = self.positions.term_start
+        term_sorted = np.repeat(np.arange(n_terms, dtype=np.int64), np.diff(term_start))
+        doc_sorted = (
+            np.searchsorted(
+                self.positions.doc_start, self.positions.postings.astype(np.int64), side="right"
+            )
+            - 1
         )
-        self.tokens = np.full(int(self.doc_start[-1]) + 64, -1, dtype=np.int64)
-        self.tokens[position] = term
-        self.doc_of_position = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len + 1)
-        order = np.argsort(term, kind="stable")
-        self.postings = position[order]  # positions grouped by term, ascending within a term
-        self.term_start = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term, minlength=n_terms), out=self.term_start[1:])
         # document frequency: postings are grouped by term with posts ascending inside a term,
         # so a (term, post) pair is new where either changes from the previous posting
-        term_sorted, doc_sorted = term[order], doc[order]
+        order = term_sorted  # one entry per posting
         new = np.ones(len(order), dtype=bool)
         new[1:] = (term_sorted[1:] != term_sorted[:-1]) | (doc_sorted[1:] != doc_sorted[:-1])
         doc_freq = np.bincount(term_sorted[new], minlength=n_terms)
@@ -193,6 +180,10 @@ class PoolIndex:
         np.cumsum(doc_freq, out=self.term_post_start[1:])
         self.term_post = doc_sorted[firsts]
         self.term_weight = tf * (k1 + 1) / (tf + self.length_norm[self.term_post])
+        self.term_tf = tf
+        self.scorer = None
+        if params is not None and params.method != ROBERTSON:
+            self.scorer = BM25Scorer(params, doc_len, doc_freq)
         self.doc_keys = np.array([hash64(str(p)) for p in pool.post_ids], dtype=np.uint64)
 
     @property
@@ -209,22 +200,55 @@ class PoolIndex:
         return np.asarray(ids, dtype=np.int64)
 
     def phrase_frequency(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(posts ascending, occurrences) of the consecutive token sequence ``ids``."""
-        first = self.postings[self.term_start[ids[0]] : self.term_start[ids[0] + 1]]
-        if len(ids) > 1:
-            keep = np.ones(len(first), dtype=bool)
-            for offset, term in enumerate(ids[1:], start=1):
-                keep &= self.tokens[first + offset] == term
-            first = first[keep]
-        # positions ascend, so their posts do too: count runs instead of sorting
-        owners = self.doc_of_position[first]
-        if not len(owners):
-            return owners, owners
-        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
-        return owners[starts], np.diff(np.r_[starts, len(owners)])
+        """(posts ascending, occurrences) of the consecutive token sequence ``ids``
+        (``splits.phrases``: overlapping occurrences count, no phrase spans two posts)."""
+        return self.positions.phrase_frequency([self._terms[i] for i in ids])
+
+    def entry_tokens(self, entry: str) -> tuple[str, ...]:
+        """The tokens of a lexicon entry under this index's analyzer."""
+        if self.analyzer is not None:
+            return tuple(self.analyzer.tokenize(str(entry)))
+        return entry_tokens(entry)
+
+    def clauses(self, lexicon: Sequence[str], merged: bool = False) -> list[tuple[tuple, int]]:
+        """The query's clauses (entry tokens, boost): distinct and sorted (the canonical
+        lexicon), or with ``merged`` every entry in the given order, repeats merged into one
+        clause with a boost (as Lucene parses ``"kw1" OR "kw2" ...``)."""
+        if merged:
+            return merge_clauses([t for t in (self.entry_tokens(e) for e in lexicon) if t])
+        if self.analyzer is not None:
+            return [(t, 1) for t in sorted({self.entry_tokens(e) for e in lexicon} - {()})]
+        return [(t, 1) for t in canonical_lexicon(lexicon)]
+
+    def variant_scores(self, clauses: Sequence[tuple[tuple, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Dense scores and matches under the index's BM25 variant (``self.scorer``): each
+        clause's (posts, tf) from the posting lists (a term) or the positions (a phrase), its
+        score in those posts, summed per post in float64 (Lucene: then cast to float)."""
+        summed = np.zeros(self.n_docs)
+        matched = np.zeros(self.n_docs, dtype=bool)
+        used = []
+        for tokens, boost in clauses:
+            ids = self.clause_ids(tokens)
+            if ids is None:
+                continue
+            if len(ids) == 1:
+                start, stop = self.term_post_start[ids[0]], self.term_post_start[ids[0] + 1]
+                docs, tf = self.term_post[start:stop], self.term_tf[start:stop]
+            else:
+                docs, tf = self.phrase_frequency(ids)
+            if not len(docs):
+                continue
+            used.append((ids, boost))
+            summed[docs] += self.scorer.clause_scores(ids, docs, tf, boost).astype(np.float64)
+            matched[docs] = True
+        return self.scorer.finish(summed) + self.scorer.constant(used), matched
 
     def scores(self, lexicon: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Dense BM25 scores of every post for the lexicon, and which posts match an entry."""
+        if self.scorer is not None or self.analyzer is not None:
+            if self.scorer is None:
+                raise ValueError("an analyzer needs a BM25 variant other than robertson")
+            return self.variant_scores(self.clauses(lexicon))
         scores = np.zeros(self.n_docs)
         matched = np.zeros(self.n_docs, dtype=bool)
         terms, phrases = [], []

@@ -27,6 +27,7 @@ from splits.config import ConfigError, load_config
 from splits.hypotheses.engine import HypothesisEngine, QueryError, QueryResult, q_values
 from splits.hypotheses.lexicon import Limits, canonical_lexicon, entry_tokens
 from splits.hypotheses.lift import LiftSettings
+from splits.hypotheses.release import RetrievalSettings
 
 #: typographic quotes a pasted phrase may come with, read as the ASCII double quote
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "«": '"', "»": '"'})
@@ -133,6 +134,12 @@ def query_key(topic: str, group_a: str, group_b: str, target: str, lexicon) -> t
 # --------------------------------------------------------------------------- settings and run
 
 
+def retrieval_from_config(section: dict) -> RetrievalSettings:
+    """``hypotheses.retrieval`` of a run's config (missing keys: the schema's defaults)."""
+    keys = ("mode", "method", "k1", "b", "delta", "analyzer", "vocab", "max_tokens", "doc_count")
+    return RetrievalSettings(**{k: section[k] for k in keys if k in section})
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """The hypotheses settings of the run the sandbox serves (its config's ``hypotheses:`` and
@@ -152,6 +159,7 @@ class RunSettings:
                 section["list_size"],
                 section["alpha"],
                 config["seed"],
+                retrieval_from_config(section.get("retrieval") or {}),
             ),
             tuple(sorted(set(section["triviality_thresholds"]))),
             section["report_k"],
@@ -286,7 +294,10 @@ class Sandbox:
         config = load_config(configfile)
         settings = RunSettings.from_config(config)
         results = Path(results)
-        topic_posts = results / "topics" / "topic_posts.parquet"
+        release_data = (config.get("release_data") or {}).get("path")
+        topic_posts = (
+            results / ("release_data" if release_data else "topics") / "topic_posts.parquet"
+        )
         if not topic_posts.is_file():
             raise ConfigError(
                 f"{topic_posts} does not exist: the sandbox serves a finished run "

@@ -1,0 +1,28 @@
+# The authors' released posts (Hugging Face dataset ecaplan/splits, a local copy) as the topic
+# posts table, when release_data.path is set (splits.release_data).
+
+
+rule release_topic_posts:
+    input:
+        dataset=release_data_input(),
+        topics=config["topics"]["file"],
+    output:
+        topic_posts=f"{RESULTS}/release_data/topic_posts.parquet",
+        report=f"{RESULTS}/release_data/topic_posts.json",
+        health=f"{RESULTS}/health/release_data.json",
+    log:
+        "logs/release_topic_posts/release_topic_posts.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/release_topic_posts/release_topic_posts.tsv"
+    conda:
+        "../../envs/sampling.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    params:
+        dataset=RELEASE_DATA["path"],
+        picks=release_data_args(),
+        salt_env=config["export"]["salt_env"],
+        salt_fingerprint=EXPORT_SALT_FINGERPRINT,
+    shell:
+        "POLARS_MAX_THREADS={threads} splits release-data topic-posts --dataset {params.dataset:q} --topics-file {input.topics:q} {params.picks:q} --salt-env {params.salt_env} --out {output.topic_posts} --report {output.report} --health {output.health} > {log} 2>&1"
