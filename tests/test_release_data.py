@@ -29,10 +29,14 @@ def release_copy(reference_dir, tmp_path_factory):
     texts = texts.astype(str).tolist()[:600]
     topics = load_topics(reference_dir / "splits-upstream" / "topics.json")[:4]
     rng = np.random.default_rng(0)
-    users = [f"reddit_user_{i}" for i in range(40)]
-    user = [users[int(i)] for i in rng.integers(0, 40, size=600)]
+    group_index = rng.integers(0, 3, size=600)
+    group = [GROUPS[int(i)] for i in group_index]
+    # each group has its own 15 users; user 0 of each group also posts under the next group (a
+    # dual member, as an author high in two groups' group-ness is in the release)
+    user = [f"reddit_user_{int(g) * 15 + int(rng.integers(0, 15))}" for g in group_index]
+    for i in range(0, 600, 50):
+        user[i] = f"reddit_user_{((int(group_index[i]) + 2) % 3) * 15}"
     ms = (1_500_000_000_000 + rng.integers(0, 10**10, size=600)).tolist()
-    group = [GROUPS[int(i)] for i in rng.integers(0, 3, size=600)]
     subreddit = [str(s) for s in rng.choice(["ptsd", "relationships", "anxiety"], size=600)]
     v1 = {
         "id": [f"t3_{i:05d}" for i in range(600)][::-1],  # not in id order
@@ -213,6 +217,7 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
                 "4",
                 "--seed",
                 "1",
+                "--members-from-topic-posts",
                 "--out",
                 str(tmp_path / "quadruplets.parquet"),
             ]
@@ -221,6 +226,15 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
     )
     quadruplets = pl.read_parquet(tmp_path / "quadruplets.parquet")
     assert quadruplets.height > 0
+    # an author released under both groups of a pair is in none of the pair's rows
+    groups_of = table.group_by("author").agg(pl.col("demographic").unique())
+    groups_of = {r["author"]: set(r["demographic"]) for r in groups_of.iter_rows(named=True)}
+    author_of = dict(zip(table["post_id"], table["author"], strict=True))
+    assert any(len(g) > 1 for g in groups_of.values())
+    for row in quadruplets.iter_rows(named=True):
+        pair = {row["demographic_A"], row["demographic_B"]}
+        for post in row["example_post_ids"] + row["sample_A_ids"] + row["sample_B_ids"]:
+            assert not pair <= groups_of[author_of[post]], (post, pair)
 
 
 def test_release_data_replaces_upstream_targets():

@@ -121,7 +121,7 @@ def sampling_members_inputs(wildcards):
 
 def sampling_members_args(wildcards, input):
     if not hasattr(input, "users"):
-        return []
+        return ["--members-from-topic-posts"]
     return ["--users", *input.users, "--thresholds", input.thresholds]
 
 

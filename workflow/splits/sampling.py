@@ -5,9 +5,10 @@ release), the pools are the topic posts of A and of B on t. A post whose author 
 threshold of both groups (a dual member of the pair) is left out of that pair's split, whichever
 pool it was found in: it cannot serve as evidence for either group. The members of each group
 (its users at or above its threshold percentile) come from the groups' ``users.parquet`` and
-``thresholds.json`` (``--users``, ``--thresholds``); without them (the authors' released posts,
-which carry no percentiles) a group's members are the authors of its topic posts, so an author
-whose posts were released under both groups is a dual member. The sampling summary counts the dual
+``thresholds.json`` (``--users``, ``--thresholds``); for the authors' released posts, which carry
+no percentiles, ``--members-from-topic-posts`` makes a group's members the authors of its topic
+posts, so an author whose posts were released under both groups is a dual member. With neither,
+only the posts found in both pools are left out (a lower bound, logged as a warning). The sampling summary counts the dual
 members and their left-out posts per pair (``dual_membership``), and two groups that share more
 than half of either group's members are a run-health finding (``groups_overlap``). Each split draws from its own random generator, seeded by the base seed
 and the names of (t, A, B), so adding a topic or a group leaves the other splits unchanged.
@@ -627,6 +628,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "the posts of authors at or above both groups' thresholds are left out of the pair",
     )
     parser.add_argument("--thresholds", help="thresholds.json (with --users)")
+    parser.add_argument(
+        "--members-from-topic-posts",
+        action="store_true",
+        help="a group's members are the authors of its topic posts (data without group-ness "
+        "percentiles, such as the authors' released posts)",
+    )
     parser.add_argument("--health", help="run-health findings (JSON; splits.health)")
 
 
@@ -644,9 +651,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.topic_posts}: missing column 'author'")
     if args.users:
         members = read_members(args.users, args.thresholds)
-    else:
+    elif args.members_from_topic_posts:
         members = members_of_topic_posts(topic_posts)
-        log.info("no --users/--thresholds: a group's members are the authors of its topic posts")
+    else:
+        members = None
+        log.warning(
+            "no --users/--thresholds: only posts found in both pools of a pair are left out, not "
+            "every post of an author at or above both groups' thresholds"
+        )
     quadruplets = sample_quadruplets(topic_posts, args.k, args.seed, members=members)
     pools = split_pools(topic_posts, members=members)
     if quadruplets.height == 0:
