@@ -239,3 +239,28 @@ def test_one_threshold_reruns_from_that_demographic_selfid(finished):
             finished, lambda o: o.rule == "selfid" and f"/demographics/{key}/" in o.path
         )
     assert not any(p.startswith(("results/posts/", "results/graph/")) for p in expected)
+
+
+def test_topic_bm25_method_reruns_topic_scoring_and_downstream(finished):
+    """topics.bm25 is a parameter of the shards' scoring: changing it re-runs the scoring and
+    what reads it, not the shards, their statistics, ingest, the graph or the demographics."""
+
+    def change(data):
+        data["topics"]["bm25"] = {"method": "lucene"}
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(finished, lambda o: o.rule == "topic_shard_score")
+    assert any(p.startswith("results/topics/topic_posts") for p in expected)
+    assert not any(
+        p.startswith(
+            (
+                "results/posts/",
+                "results/graph/",
+                "results/demographics/",
+                "results/topics/shards/posts",
+                "results/topics/shards/stats",
+                "results/topics/global_stats",
+            )
+        )
+        for p in expected
+    )

@@ -152,6 +152,16 @@ def topic_shard_mem_mb(wildcards, attempt):
     return int((1024 + 4 * config["topics"]["shard_mb"]) * attempt)
 
 
+def topic_bm25_args():
+    """topics.bm25 as the score step's flags (k1 and b left out when null: the method's)."""
+    bm25 = config["topics"]["bm25"]
+    args = ["--bm25-method", bm25["method"]]
+    for flag, key in (("--bm25-k1", "k1"), ("--bm25-b", "b")):
+        if bm25[key] is not None:
+            args += [flag, str(bm25[key])]
+    return args + ["--bm25-delta", str(bm25["delta"])]
+
+
 def topic_merge_mem_mb(wildcards, attempt):
     """The merge holds the top K of every (demographic, topic), twice while folding a shard in,
     and the kept posts' texts."""

@@ -5,8 +5,9 @@
 # posts (bounded by topics.shard_posts and topics.shard_mb), so each job's memory is bounded:
 # topic_shards cuts the union into shards (a checkpoint: their number depends on the data),
 # topic_shard_stats counts each shard's vocabulary, topic_global_stats sums the counts into
-# the corpus statistics, topic_shard_score scores each shard with them (its top K per
-# demographic and topic), and topic_splits merges the shards' top Ks and makes the cut.
+# the corpus statistics, topic_shard_score scores each shard with them and the BM25 variant of
+# topics.bm25 (its top K per demographic and topic), and topic_splits merges the shards' top Ks
+# and makes the cut.
 
 
 checkpoint topic_shards:
@@ -92,8 +93,9 @@ rule topic_shard_score:
         mem_mb=topic_shard_mem_mb,
     params:
         top_k=config["topics"]["top_k"],
+        bm25=topic_bm25_args(),
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard:q} --global-stats {input.stats:q} --topics-file {input.topics:q} --top-k {params.top_k:q} --out {output:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard:q} --global-stats {input.stats:q} --topics-file {input.topics:q} --top-k {params.top_k:q} {params.bm25:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule topic_splits:

@@ -27,6 +27,11 @@ lowest kept score are kept). Topics on which no pair of demographics has the pos
 quadruplet needs are then left out, with a run-health finding (``finish_splits``), and each
 group's share of topic posts from its own seed subreddits is measured.
 
+``topics.bm25`` picks another BM25 variant (``splits.bm25_scoring``: lucene, atire, bm25l,
+bm25+, with k1, b and delta); ``norm_score`` is then the score over the variant's largest
+attainable score for the query. Each variant decomposes over shards like the default: the shards'
+statistics also count their non-empty documents, the N of Lucene's idf and average length.
+
 No index is built over all posts at once. BM25 decomposes exactly over any cut of the documents
 into consecutive shards: document counts, lengths and document frequencies are sums, the mean idf
 behind the epsilon floor is a sum in order of first appearance, and a shard scored with the
@@ -52,7 +57,15 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from splits.bm25_scoring import LUCENE, ROBERTSON, BM25Params, BM25Scorer, merge_clauses
+from splits.bm25_scoring import (
+    LUCENE,
+    ROBERTSON,
+    BM25Params,
+    BM25Scorer,
+    add_bm25_arguments,
+    merge_clauses,
+    params_from_args,
+)
 from splits.config import ConfigError, Topic, load_topics
 from splits.io import ParquetAppender, read_json, write_json, write_parquet, write_text
 from splits.phrases import PhraseMatches, match_phrases, phrase_tokens
@@ -101,11 +114,13 @@ def _token_frame(texts: pl.Series) -> pl.DataFrame:
 class ShardCounts:
     """What one shard of a corpus contributes to the corpus's BM25 statistics: its number of
     documents, its total length in tokens, and its vocabulary (``tok``, ``df``: the number of
-    its documents holding the term) in order of first appearance."""
+    its documents holding the term) in order of first appearance; ``n_nonempty``: its documents
+    holding at least one token (Lucene's ``docCount``, the N of ``bm25.method: lucene``)."""
 
     n_docs: int
     total_len: int
     vocabulary: pl.DataFrame
+    n_nonempty: int | None = None
 
     @classmethod
     def from_texts(
@@ -133,7 +148,12 @@ class ShardCounts:
                 grown[: len(doc_freq)] += doc_freq
                 doc_freq = grown
         vocabulary = vocab.select("tok").with_columns(pl.Series("df", doc_freq, dtype=pl.Int64))
-        return cls(n_docs=n_docs, total_len=int(doc_len.sum()), vocabulary=vocabulary)
+        return cls(
+            n_docs=n_docs,
+            total_len=int(doc_len.sum()),
+            vocabulary=vocabulary,
+            n_nonempty=int((doc_len > 0).sum()),
+        )
 
 
 def _ranked_vocabulary(vocabulary: pl.LazyFrame, shard: int) -> pl.LazyFrame:
@@ -153,13 +173,16 @@ class CorpusStats:
     """The statistics that fix the BM25 scores of a corpus: document count, total length,
     vocabulary size, the mean idf over the whole vocabulary (before the epsilon floor; the
     floor is ``epsilon * average_idf``) and the document frequency of the terms an index over
-    one of its shards needs (``doc_freq``: only terms that occur in the corpus)."""
+    one of its shards needs (``doc_freq``: only terms that occur in the corpus); ``n_nonempty``
+    the documents holding at least one token (Lucene's N; None for statistics written before it
+    was counted)."""
 
     n_docs: int
     total_len: int
     n_terms: int
     average_idf: float
     doc_freq: dict[str, int]
+    n_nonempty: int | None = None
 
     @property
     def avgdl(self) -> float:
@@ -183,6 +206,8 @@ class CorpusStats:
         appearance and document frequency (16 bytes per term); these are then put in order."""
         n_docs = sum(s.n_docs for s in shards)
         total_len = sum(s.total_len for s in shards)
+        nonempty = [s.n_nonempty for s in shards]
+        n_nonempty = None if None in nonempty else sum(nonempty)
         if n_docs == 0:
             raise ValueError("cannot compute BM25 statistics over zero documents")
         ranked = [_ranked_vocabulary(s.vocabulary.lazy(), i) for i, s in enumerate(shards)]
@@ -216,6 +241,7 @@ class CorpusStats:
             n_terms=n_terms,
             average_idf=average_idf,
             doc_freq=dict(kept_terms.iter_rows()),
+            n_nonempty=n_nonempty,
         )
 
     def to_json(self) -> dict:
@@ -226,6 +252,7 @@ class CorpusStats:
             "n_terms": self.n_terms,
             "average_idf": self.average_idf,
             "doc_freq": self.doc_freq,
+            "n_nonempty": self.n_nonempty,
         }
 
     @classmethod
@@ -236,6 +263,7 @@ class CorpusStats:
             n_terms=int(data["n_terms"]),
             average_idf=float(data["average_idf"]),
             doc_freq={str(t): int(f) for t, f in data["doc_freq"].items()},
+            n_nonempty=None if data.get("n_nonempty") is None else int(data["n_nonempty"]),
         )
 
 
@@ -281,8 +309,8 @@ class BM25Index:
         floor and the average length come from ``stats``, and the vocabulary is the terms of
         ``stats.doc_freq`` (other tokens count towards document lengths only).
 
-        ``params`` (a ``BM25Params`` other than robertson) selects another BM25 variant; k1,
-        b and epsilon then come from it."""
+        ``params`` (a ``BM25Params``) selects the BM25 variant; k1, b and epsilon then come
+        from it (robertson: the same index as without, with its k1, b and epsilon)."""
         return cls._from_token_blocks(
             _token_blocks(texts, block_docs), len(texts), k1, b, epsilon, stats, params
         )
@@ -347,18 +375,19 @@ class BM25Index:
         np.cumsum(doc_freq, out=indptr[1:])
         index_dtype = _id_dtype(max(int(indptr[-1]), n_docs))
         scorer = None
-        if params is not None and params.method != ROBERTSON:
-            if stats is not None and params.method == LUCENE:
-                raise ValueError(
-                    "bm25 lucene over shards needs the count of non-empty documents, which "
-                    "corpus statistics do not hold"
-                )
+        if params is not None:  # robertson too: its k1, b and epsilon
             k1, b, epsilon = params.k1, params.b, params.epsilon
+        if params is not None and params.method != ROBERTSON:
+            if stats is not None and params.method == LUCENE and stats.n_nonempty is None:
+                raise ConfigError(
+                    "bm25 lucene over shards needs the count of non-empty documents, which "
+                    "these corpus statistics do not hold (re-run the topic statistics)"
+                )
             scorer = BM25Scorer(params, doc_len, doc_freq)
             if stats is not None:
                 scorer.set_statistics(
                     doc_len,
-                    stats.n_docs,
+                    stats.n_nonempty if params.method == LUCENE else stats.n_docs,
                     stats.total_len,
                     np.fromiter(stats.doc_freq.values(), np.int64, n_terms),
                 )
@@ -710,6 +739,7 @@ class TopicSplitParams:
     shard_mb: float = DEFAULT_SHARD_MB
     sample_k: int = 42  # sampling.k: a topic needs k/2 + 3 posts per group of one pair
     seed_subreddit_posts: str = "keep"  # or "exclude": a group's own seed subreddits left out
+    bm25: BM25Params = BM25Params()  # topics.bm25: the BM25 variant the posts are ranked with
 
     @property
     def shard_bytes(self) -> int:
@@ -1088,15 +1118,19 @@ def score_shard(
     index: str,
     topics: Sequence[Topic],
     top_k_posts: int,
+    bm25: BM25Params | None = None,
 ) -> pl.DataFrame:
     """The shard's top ``top_k_posts`` posts per (demographic, topic), scored with the corpus
-    statistics: exactly the scores (and, in post-id order, the ties) of one index over all
-    shards. ``norm_score`` = score / ((k1 + 1) * the sum of the query tokens' idf)."""
+    statistics and the BM25 variant ``bm25`` (``topics.bm25``): exactly the scores (and, in
+    post-id order, the ties) of one index over all shards. ``norm_score`` = score / the largest
+    score the query can reach (robertson: (k1 + 1) * the sum of the query tokens' idf;
+    ``BM25Scorer.max_score`` for the other variants)."""
+    bm25 = bm25 or BM25Params()
     rows: list[pl.DataFrame] = []
     for group, docs in index_groups(shard, index).items():
         if group not in stats:
             raise ConfigError(f"global statistics: no index group {group!r} (re-run the stats)")
-        bm25 = BM25Index.from_texts(docs.get_column("text"), stats=stats[group])
+        index_ = BM25Index.from_texts(docs.get_column("text"), stats=stats[group], params=bm25)
         post_ids = docs.get_column("post_id").to_numpy()
         if index == SHARED:
             member_lists = docs.get_column("demographics")
@@ -1104,7 +1138,7 @@ def score_shard(
             masks = {k: member_lists.list.contains(k).to_numpy() for k in keys}
         else:
             masks = {group: None}
-        rows += _search_rows(bm25, docs.get_column("text"), post_ids, masks, topics, top_k_posts)
+        rows += _search_rows(index_, docs.get_column("text"), post_ids, masks, topics, top_k_posts)
     return pl.concat(rows) if rows else pl.DataFrame(schema=HIT_SCHEMA)
 
 
@@ -1423,7 +1457,9 @@ def _split(
 
     counts = [shard_counts(load(s), params.index) for s in shards]
     stats = global_statistics(counts, topic_terms(topics))
-    hits = [score_shard(load(s), stats, params.index, topics, params.top_k) for s in shards]
+    hits = [
+        score_shard(load(s), stats, params.index, topics, params.top_k, params.bm25) for s in shards
+    ]
     best = best_hits(hits, params.top_k)
     posts = pl.concat([s.lazy() for s in shards]) if shards else pl.LazyFrame(schema=SHARD_SCHEMA)
     table = topic_posts_table(best, posts, topics, params.drop_fraction)
@@ -1588,7 +1624,10 @@ def write_counts(counts: dict[str, ShardCounts], index: str, vocab_path, counts_
         )
     )
     write_parquet(vocab, vocab_path)
-    groups = {g: {"n_docs": c.n_docs, "total_len": c.total_len} for g, c in counts.items()}
+    groups = {
+        g: {"n_docs": c.n_docs, "total_len": c.total_len, "n_nonempty": c.n_nonempty}
+        for g, c in counts.items()
+    }
     write_json({"index": index, "groups": groups}, counts_path)
 
 
@@ -1600,6 +1639,7 @@ def read_counts(vocab_path: Path, counts_path: Path) -> tuple[str, dict[str, Sha
             n_docs=int(v["n_docs"]),
             total_len=int(v["total_len"]),
             vocabulary=vocab.filter(pl.col("group") == group).select("tok", "df", "rank"),
+            n_nonempty=None if v.get("n_nonempty") is None else int(v["n_nonempty"]),
         )
         for group, v in data["groups"].items()
     }
@@ -1607,7 +1647,7 @@ def read_counts(vocab_path: Path, counts_path: Path) -> tuple[str, dict[str, Sha
 
 def write_global_stats(stats: dict[str, CorpusStats], index: str, path) -> None:
     groups = {g: s.to_json() for g, s in stats.items()}
-    write_json({"index": index, "k1": K1, "b": B, "epsilon": EPSILON, "groups": groups}, path)
+    write_json({"index": index, "groups": groups}, path)
 
 
 def read_global_stats(path: str | Path) -> tuple[str, dict[str, CorpusStats]]:
@@ -1740,6 +1780,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     score.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
     _add_params(score, "top_k")
+    add_bm25_arguments(score)
     score.add_argument("--out", required=True, help="the shard's hits (Parquet)")
 
     merge = sub.add_parser("merge", help="top K over the shards, ranks, the pooled cut")
@@ -1760,6 +1801,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     whole.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
     _add_params(whole, "index", "shards", "top_k", "drop", "seeds", "sample_k", "outputs")
+    add_bm25_arguments(whole)
 
 
 def _params(args: argparse.Namespace) -> TopicSplitParams:
@@ -1771,6 +1813,7 @@ def _params(args: argparse.Namespace) -> TopicSplitParams:
         shard_mb=getattr(args, "shard_mb", DEFAULT_SHARD_MB),
         sample_k=getattr(args, "k", 42),
         seed_subreddit_posts=getattr(args, "seed_subreddit_posts", "keep"),
+        bm25=params_from_args(args),
     )
     check_params(params)
     return params
@@ -1811,7 +1854,7 @@ def run(args: argparse.Namespace) -> int:
         (shard,) = _existing("--shard", [args.shard])
         index, stats = read_global_stats(*_existing("--global-stats", [args.global_stats]))
         topics = load_topics(args.topics_file)
-        hits = score_shard(pl.read_parquet(shard), stats, index, topics, params.top_k)
+        hits = score_shard(pl.read_parquet(shard), stats, index, topics, params.top_k, params.bm25)
         write_parquet(hits, args.out)
     elif args.action == "merge":
         topics = load_topics(args.topics_file)
