@@ -96,13 +96,15 @@ def test_stop_word_topic_stops_before_running(tmp_path):
     _no_traceback(work, proc)
 
 
-def test_k_too_large_stops_at_sampling_naming_k_and_pools(tmp_path):
+def test_k_too_large_stops_at_the_topic_splits_naming_k_and_pools(tmp_path):
     work = _workdir(tmp_path, {"sampling": {"k": 400}})
     proc = _snakemake(work)
     assert proc.returncode != 0
-    line = _error_line(work, "logs/sample_quadruplets/sample_quadruplets.log", "splits sample:")
-    assert "no quadruplets: sampling.k = 400" in line and "203" in line
+    # every topic is too small for k = 400: the topic splits stop before sampling
+    line = _error_line(work, "logs/topic_splits/topic_splits.log", "splits topic-splits:")
+    assert "no topic can be sampled: sampling.k = 400" in line and "203" in line
     assert re.search(r"the largest are \d+ and \d+ posts", line)
+    assert line in proc.stderr  # repeated on the console when the run ends (run health)
     assert not (work / "results" / "dataset" / "quadruplets.parquet").exists()
     assert not (work / "results" / "dataset" / "export").exists()
     _no_traceback(work, proc)
@@ -135,7 +137,7 @@ def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
     neighbour; both auto thresholds rest on self-ID curves that do not support them, so the run
     stops at the self-ID jobs with one line each (demographic, rates below and above, the two
     ways on), repeated at the end of the run. With demographics.accept_unsupported_thresholds
-    the run goes on: each threshold is a run-health finding, and sampling stops with one line
+    the run goes on: each threshold is a run-health finding, and the topic splits stop with one line
     (every topic post is by a member of both groups)."""
     if not CORNELL.is_dir():
         pytest.skip(f"reference corpus {CORNELL} is absent (it is only present in CI)")
@@ -168,7 +170,7 @@ def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
     config = yaml.safe_load(cfg.read_text())
     update_config(config, overrides)
     cfg.write_text(yaml.safe_dump(config))
-    proc = _snakemake(work)
+    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt"})
     assert proc.returncode != 0
     thresholds = json.loads((work / "results" / "demographics" / "thresholds.json").read_text())
     for key in ("student", "alumni"):
@@ -181,8 +183,11 @@ def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
     assert all(f["code"] == "selfid_unsupported_threshold" for f in health)
     ends = [ln for ln in proc.stderr.splitlines() if "WARNING [selfid] demographic" in ln]
     assert len(ends) == 2, proc.stderr[-3000:]
-    line = _error_line(work, "logs/sample_quadruplets/sample_quadruplets.log", "splits sample:")
-    assert "no quadruplets" in line and "members of both groups" in line
+    # every topic post is by a member of both groups: the topic splits stop before sampling
+    line = _error_line(work, "logs/topic_splits/topic_splits.log", "splits topic-splits:")
+    assert "no topic can be sampled" in line
+    assert re.search(r"the largest are \d+ and 0 posts", line), line
+    assert "members of both groups not counted" in line
     _no_traceback(work, proc)
 
 

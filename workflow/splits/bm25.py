@@ -66,7 +66,7 @@ from splits.bm25_scoring import (
     merge_clauses,
     params_from_args,
 )
-from splits.config import ConfigError, Topic, load_topics
+from splits.config import ConfigError, InputError, Topic, load_topics
 from splits.io import ParquetAppender, read_json, write_json, write_parquet, write_text
 from splits.phrases import PhraseMatches, match_phrases, phrase_tokens
 from splits.text import POLARS_WORD_PATTERN, STOP_WORDS_SERIES, content_words
@@ -1257,18 +1257,17 @@ def posts_needed(sample_k: int) -> int:
     return sample_k // 2 + SAMPLE_SIZE
 
 
-def sampled_pairs(
+def pair_pools(
     table: pl.DataFrame,
     demographics: Sequence[str],
-    need: int,
     members: dict[str, frozenset[str]] | None = None,
-) -> dict[str, int]:
-    """Per topic: the pairs of demographics (A, B) whose pools both hold at least ``need``
-    posts once the posts of dual members are left out, as sampling leaves them out: a post of
-    A is left out of the pair when its author is at or above B's threshold too (``members``:
-    post id -> the demographics whose threshold its author reaches, the shards' lists) or,
-    without ``members``, when it is listed under B as well."""
-    out: dict[str, int] = {}
+) -> dict[str, list[tuple[str, str, int, int]]]:
+    """Per topic: (A, B, |pool of A|, |pool of B|) for every pair of demographics once the posts
+    of dual members are left out, as sampling leaves them out: a post of A is left out of the
+    pair when its author is at or above B's threshold too (``members``: post id -> the
+    demographics whose threshold its author reaches, the shards' lists) or, without
+    ``members``, when it is listed under B as well."""
+    out: dict[str, list[tuple[str, str, int, int]]] = {}
     for (topic,), rows in table.group_by("topic"):
         ids = {
             key: set(rows.filter(pl.col("demographic") == key).get_column("post_id").to_list())
@@ -1280,12 +1279,26 @@ def sampled_pairs(
                 return len(ids[a] - ids[b])
             return sum(b not in members.get(p, ()) for p in ids[a] - ids[b])
 
-        out[str(topic)] = sum(
-            pool(a, b) >= need and pool(b, a) >= need
+        out[str(topic)] = [
+            (a, b, pool(a, b), pool(b, a))
             for i, a in enumerate(demographics)
             for b in demographics[i + 1 :]
-        )
+        ]
     return out
+
+
+def sampled_pairs(
+    table: pl.DataFrame,
+    demographics: Sequence[str],
+    need: int,
+    members: dict[str, frozenset[str]] | None = None,
+) -> dict[str, int]:
+    """Per topic: the pairs of demographics whose pools (:func:`pair_pools`) both hold at least
+    ``need`` posts."""
+    return {
+        topic: sum(n_a >= need and n_b >= need for _, _, n_a, n_b in pools)
+        for topic, pools in pair_pools(table, demographics, members).items()
+    }
 
 
 def post_members(posts: pl.LazyFrame, table: pl.DataFrame) -> dict[str, frozenset[str]]:
@@ -1361,6 +1374,30 @@ def seed_share_table(
             }
         )
     return pl.DataFrame(rows, schema=SEED_SHARE_SCHEMA)
+
+
+def no_samplable_topic_error(
+    table: pl.DataFrame,
+    demographics: Sequence[str],
+    members: dict[str, frozenset[str]] | None,
+    sample_k: int,
+) -> InputError:
+    """One line when every topic is too small to sample: k, what a split needs, and the pools of
+    the (topic, pair) that came closest, without the posts of members of both groups."""
+    need = posts_needed(sample_k)
+    best = (-1, 0, "", "", "")
+    for topic, pools in pair_pools(table, demographics, members).items():
+        for a, b, n_a, n_b in pools:
+            best = max(best, (min(n_a, n_b), max(n_a, n_b), topic, a, b))
+    smaller, larger, topic, a, b = best
+    where = f" ({topic!r}, {a}/{b})" if topic else ""
+    return InputError(
+        f"no topic can be sampled: sampling.k = {sample_k} needs two disjoint pools of k/2 + 3 = "
+        f"{need} posts in a (topic, A, B) split; the largest are {larger} and {max(smaller, 0)} "
+        f"posts{where}, posts by members of both groups not counted; lower sampling.k, raise "
+        "topics.top_k, give the topics keywords that occur in the groups' posts or give the "
+        "groups more distinct members"
+    )
 
 
 @dataclass(frozen=True)
@@ -1867,6 +1904,8 @@ def run(args: argparse.Namespace) -> int:
         seeds = read_seeds(args.demographics_file)
         members = post_members(posts, table)
         result = finish_splits(table, best, retrieved, topics, demographics, params, seeds, members)
+        if topics and result.topic_posts.height == 0:  # a dataset of nothing is no success
+            raise no_samplable_topic_error(table, demographics, members, params.sample_k)
         write_outputs(result, topics, demographics, args)
     else:  # run
         topics = load_topics(args.topics_file)
@@ -1878,5 +1917,14 @@ def run(args: argparse.Namespace) -> int:
             demographics = sorted(parse_key_paths(args.demographic_posts))
             seeds = read_seeds(args.demographics_file)
             result = split_shards_result(shards, topics, params, demographics, seeds)
+        if topics and result.topic_posts.height == 0:
+            from splits.health import log_findings
+
+            log_findings(result.findings, log)
+            raise InputError(
+                f"no topic can be sampled with sampling.k = {params.sample_k} (each topic's "
+                "counts are in the WARNING lines above); lower --k or give the topics keywords "
+                "that occur in the groups' posts"
+            )
         write_outputs(result, topics, demographics, args)
     return 0

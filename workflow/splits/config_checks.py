@@ -85,13 +85,6 @@ def check_config(config: dict) -> None:
     check_extras(config)
 
 
-#: Python modules each model backend imports, and the pip extra of the package that installs them
-BACKEND_MODULES = {
-    "transformers": (("torch", "transformers"), "llm"),
-    "vllm": (("vllm",), "vllm"),
-}
-
-
 def _used_models(config: dict) -> list[tuple[str, str, str]]:
     """(config key, model name, backend) of every model the default run loads."""
     models = config["models"]
@@ -119,11 +112,15 @@ def _used_models(config: dict) -> list[tuple[str, str, str]]:
 def check_extras(config: dict) -> None:
     """The Python packages of the chosen models' backends are installed, before any job runs:
     one line naming the key, the model, the missing modules and the pip extra."""
+    from splits.llm.registry import BACKENDS, _import_target
+
     for key, name, backend in _used_models(config):
-        if backend not in BACKEND_MODULES:
+        if backend not in BACKENDS:
             continue
-        modules, extra = BACKEND_MODULES[backend]
-        missing = [m for m in modules if importlib.util.find_spec(m) is None]
+        # the backend's class says what its engine imports (a test's stand-in engine: nothing)
+        engine = _import_target(BACKENDS[backend], f"models.{name}.backend")
+        extra = engine.extra
+        missing = [m for m in engine.requires if importlib.util.find_spec(m) is None]
         if missing:
             raise ConfigError(
                 f"{key}: model {name!r} (backend {backend}) needs {' and '.join(missing)}, which "

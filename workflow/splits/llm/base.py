@@ -53,6 +53,10 @@ class Backend(ABC):
     response cache (backend, model path or id, revision, ...); secrets never go in it."""
 
     name: str
+    #: Python modules the engine imports when it is built, and the pip extra of splits that
+    #: installs them: checked before any job runs (splits.config_checks.check_extras)
+    requires: tuple[str, ...] = ()
+    extra: str | None = None
 
     @abstractmethod
     def identity(self) -> dict[str, Any]: ...

@@ -37,6 +37,9 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
 
 
 class TransformersBackend(Backend):
+    requires = ("torch", "transformers")
+    extra = "llm"
+
     def __init__(self, name: str, spec: Mapping[str, Any]):
         try:
             import torch

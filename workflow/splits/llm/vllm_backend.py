@@ -77,6 +77,9 @@ def _import_vllm(name: str):
 
 
 class VLLMBackend(Backend):
+    requires = ("vllm",)
+    extra = "vllm"
+
     def __init__(self, name: str, spec: Mapping[str, Any], engine: Any = None):
         """``engine``: an already built ``vllm.LLM`` (tests); else one is built from ``spec``."""
         self.name = name
