@@ -113,7 +113,12 @@ def run_batch(args: argparse.Namespace) -> int:
                             block, k, template, params, names, args.raw_prompt, args.max_post_chars
                         )
                     ]
-                    model.generate(requests)
+                    labels = [
+                        f"{rows_path} quadruplet {qid}, k={k}"
+                        for k in values
+                        for qid in block["quadruplet_id"]
+                    ]
+                    model.generate(requests, labels=labels)
             else:
                 theories = [theories_by_row(read_theories(path), rows) for path in values]
                 for block in row_blocks(rows, len(theories), args.block_prompts):
@@ -124,7 +129,12 @@ def run_batch(args: argparse.Namespace) -> int:
                             block, theory_of, template, params, names, args.max_post_chars
                         )
                     ]
-                    model.generate(requests)
+                    labels = [
+                        f"{rows_path} quadruplet {qid}, theories {path}"
+                        for path in values
+                        for qid in block["quadruplet_id"]
+                    ]
+                    model.generate(requests, labels=labels)
     finally:
         model.close()
     report = {
@@ -157,6 +167,9 @@ THROUGHPUT_COLUMNS = {
     "engine_builds": pl.Int64,
     "engine_load_s": pl.Float64,
     "prefix_cache_hit_rate": pl.Float64,
+    "longest_prompt_tokens": pl.Int64,
+    "context_tokens": pl.Int64,
+    "overlong_skipped": pl.Int64,
     "wall_s": pl.Float64,
 }
 
