@@ -17,7 +17,8 @@ engine load; the context is ``max_model_len`` where set, else the model config's
 positions. ``openai`` models count with a local ``tokenizer`` when the spec names one, else with
 the server's ``/tokenize`` endpoint (vLLM's server has one); the context is the spec's
 ``max_model_len``, else the ``max_model_len`` the server's ``/v1/models`` lists for the model.
-A server that tells neither is not checked (its own refusal then fails the request in one line).
+A server that tells neither is not checked (its own refusal then fails the request in one line),
+nor is a local model whose tokenizer Hugging Face cannot load (one WARNING line says so).
 Token counts follow what each backend sends: raw prompts with the tokenizer's special tokens
 (BOS), chats rendered by the chat template with the generation prompt.
 """
@@ -120,9 +121,15 @@ def config_context(name: str, spec: Mapping[str, Any]) -> int | None:
 
 
 def local_meter(name: str, spec: Mapping[str, Any]) -> Meter:
-    """vllm and transformers models: the spec's tokenizer and context."""
-    tokenizer = _load_tokenizer(name, spec, str(spec.get("tokenizer") or spec["model"]))
-    limit = spec.get("max_model_len") or config_context(name, spec)
+    """vllm and transformers models: the spec's tokenizer and context. A tokenizer or config
+    that Hugging Face cannot load here (a tokenizer only vLLM reads, a hub id offline) leaves the
+    prompts unchecked, said in one WARNING line; the engine then loads the model or fails."""
+    try:
+        tokenizer = _load_tokenizer(name, spec, str(spec.get("tokenizer") or spec["model"]))
+        limit = spec.get("max_model_len") or config_context(name, spec)
+    except ConfigError as err:
+        log.warning("model %s: prompt lengths are not checked: %s", name, err)
+        return Meter(None, None)
     if limit is None:
         model_max = getattr(tokenizer, "model_max_length", None)
         limit = model_max if isinstance(model_max, int) and model_max < 10**7 else None
