@@ -88,7 +88,7 @@ def work(tmp_path_factory):
         "max_model_len": CONTEXT,
         "gpu_memory_utilization": 0.3,
         "dtype": "float32",
-        "chunk_size": 4,
+        "chunk_size": 1,  # one engine call per prompt: the kill comes mid-run
         "overlong_prompts": "skip",
     }
     (root / "config.yaml").write_text(json.dumps({"models": {"tiny": spec}}))
@@ -140,7 +140,7 @@ def batch(work):
     cache = root / "batch.sqlite"
     first = llm(work, "killed.jsonl", "batch.sqlite")
     deadline = time.monotonic() + 600
-    while cached_rows(cache) < 8 and first.poll() is None and time.monotonic() < deadline:
+    while cached_rows(cache) < 2 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
@@ -153,7 +153,9 @@ def batch(work):
     code, rerun_log = finish(llm(work, "rerun.jsonl", "batch.sqlite"))
     rerun_s = time.perf_counter() - started
     assert code == 0, rerun_log[-3000:]
-    print(f"\nresumed run {resumed_s:.1f} s, cached re-run {rerun_s:.1f} s")
+    print(
+        f"\nkilled at {at_kill} answers; resumed run {resumed_s:.1f} s, cached re-run {rerun_s:.1f} s"
+    )
     return {
         "at_kill": at_kill,
         "resumed": read_out(root / "resumed.jsonl"),
