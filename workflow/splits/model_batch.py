@@ -203,8 +203,10 @@ def run_throughput(args: argparse.Namespace) -> int:
         "One row per LLM and role (TM or CM batch job) of the last run of that job: prompts "
         "answered, how many came from the response cache, tokens generated, output tokens per "
         "second of generation, engine builds (0 when every prompt was cached) and their load "
-        "seconds, and the engine's prefix-cache hit rate (tokens; empty where the backend does "
-        "not report it).\n\n"
+        "seconds, the engine's prefix-cache hit rate (tokens; empty where the backend does "
+        "not report it), the longest prompt counted (tokens) against the model's context, and "
+        "the prompts skipped as over-long (models.<name>.overlong_prompts: skip: their answers "
+        "are empty).\n\n"
     )
     write_text(markdown_table(shown, "LLM throughput per model") + "\n" + note, args.out_md)
     return 0

@@ -364,7 +364,7 @@ class Model:
                 keep = [i for i in range(len(todo)) if i not in skip_at]
                 todo_keys = [todo_keys[i] for i in keep]
                 todo = [todo[i] for i in keep]
-                self.stats.overlong_skipped += len(skips)
+
         if todo and self.cache_only:
             where = self.cache.path if self.cache is not None else "(no cache)"
             raise LLMError(
@@ -406,9 +406,11 @@ class Model:
             if prefix is not None:
                 self.stats.prefix_cache_hit_tokens, self.stats.prefix_cache_query_tokens = prefix
         out = [found[k] if k in found else skips[k] if k in skips else generated[k] for k in keys]
+        n_skipped = sum(k in skips for k in keys)  # requests: prompts = cached + generated + these
         self.stats.requests += len(requests)
+        self.stats.overlong_skipped += n_skipped
         # cache hits and repeats
-        self.stats.cached += len(requests) - len(generated) - sum(k in skips for k in keys)
+        self.stats.cached += len(requests) - len(generated) - n_skipped
         self.stats.generated += len(generated)
         self.stats.prompt_tokens += sum(c.prompt_tokens for c in generated.values())
         self.stats.output_tokens += sum(c.output_tokens for c in generated.values())
