@@ -191,3 +191,32 @@ def test_openai_server_that_tells_no_context_is_not_checked(tokenizer):
             out = model.generate(requests)
     assert [c.finish_reason for c in out] == ["length", "length"]  # all sent
     assert model.stats.context_tokens is None
+
+
+def test_throughput_table_turns_skips_into_run_health(tmp_path):
+    reports = [
+        {"model": "tm8b", "role": "tm", "requests": 64, "overlong_skipped": 3},
+        {"model": "cm", "role": "cm", "requests": 10, "overlong_skipped": 0},
+    ]
+    reports[0].update(context_tokens=1024, longest_prompt_tokens=1345)
+    paths = []
+    for n, report in enumerate(reports):
+        paths.append(tmp_path / f"r{n}.json")
+        paths[-1].write_text(json.dumps(report))
+    health = tmp_path / "health" / "evaluation_llm.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    argv = [sys.executable, "-m", "splits.cli", "model-batch", "throughput", "--reports"]
+    argv += [*map(str, paths), "--out-csv", str(tmp_path / "t.csv")]
+    argv += ["--out-md", str(tmp_path / "t.md"), "--health", str(health)]
+    subprocess.run(argv, check=True, env=env, timeout=300)
+    findings = json.loads(health.read_text())
+    assert [(f["code"], f["subject"]) for f in findings] == [
+        ("overlong_prompts_skipped", "tm8b TM")
+    ]
+    assert "3 of 64 TM prompts did not fit the context of 1024 tokens" in findings[0]["message"]
+    assert "longest prompt 1345 tokens" in findings[0]["message"]
+    assert "models.tm8b.max_model_len" in findings[0]["fix"]
+    reports[0]["overlong_skipped"] = 0  # fixed: the finding clears
+    paths[0].write_text(json.dumps(reports[0]))
+    subprocess.run(argv, check=True, env=env, timeout=300)
+    assert json.loads(health.read_text()) == []

@@ -335,6 +335,7 @@ rule evaluation_throughput:
     output:
         csv=f"{RESULTS}/evaluation/throughput.csv",
         md=f"{RESULTS}/evaluation/throughput.md",
+        health=f"{RESULTS}/health/evaluation_llm.json",
     log:
         "logs/evaluation_throughput.log",
     benchmark:
@@ -345,4 +346,4 @@ rule evaluation_throughput:
     resources:
         mem_mb=1024,
     shell:
-        "splits model-batch throughput --reports {input.reports} --out-csv {output.csv} --out-md {output.md} > {log} 2>&1"
+        "splits model-batch throughput --reports {input.reports} --out-csv {output.csv} --out-md {output.md} --health {output.health} > {log} 2>&1"
