@@ -58,6 +58,7 @@ class Meter:
 
     limit: int | None
     count: Callable[[Request], int] | None
+    workers: int = 1  # counts in flight at once (a server's /tokenize: the model's concurrency)
 
     @property
     def active(self) -> bool:
@@ -184,10 +185,14 @@ def openai_meter(name: str, spec: Mapping[str, Any], headers: Mapping[str, str])
             body["add_generation_prompt"] = True
         else:
             body["prompt"] = request.prompt
-        response = client.post(url, json=body)
-        if response.status_code != 200:
-            raise LLMError(f"HTTP {response.status_code}")
-        return int(response.json()["count"])
+        try:
+            response = client.post(url, json=body)
+            if response.status_code == 200:
+                return int(response.json()["count"])
+            status = f"HTTP {response.status_code}"
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
+            status = type(err).__name__
+        raise LLMError(f"model {name}: the server's {url} counted no tokens ({status})")
 
     try:
         response = client.post(url, json={"model": model, "prompt": "x"}, timeout=probe_s)
@@ -204,7 +209,7 @@ def openai_meter(name: str, spec: Mapping[str, Any], headers: Mapping[str, str])
             name,
         )
         return Meter(int(limit), None)
-    return Meter(int(limit), count)
+    return Meter(int(limit), count, workers=int(spec.get("concurrency", 8)))
 
 
 def build_meter(name: str, spec: Mapping[str, Any]) -> Meter:
@@ -222,7 +227,13 @@ def overlong(meter: Meter, requests: Sequence[Request]) -> tuple[list[int], list
     """(prompt tokens of each request, indices of the over-long ones)."""
     if not meter.active:
         return [], []
-    lengths = [meter.count(r) for r in requests]
+    if meter.workers > 1 and len(requests) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(meter.workers, len(requests))) as pool:
+            lengths = list(pool.map(meter.count, requests))
+    else:
+        lengths = [meter.count(r) for r in requests]
     over = [
         i
         for i, (n, r) in enumerate(zip(lengths, requests, strict=True))
