@@ -173,7 +173,9 @@ def main() -> None:
     results = {}
     for engine in args.engines:
         if engine == "vllm" and importlib.util.find_spec("vllm") is None:
-            print("vllm: not measured (vllm is not installed here; it needs a CUDA GPU)")
+            print(
+                "vllm: not measured (vllm is not importable here: envs/vllm-cpu.sh or envs/vllm-cuda.sh)"
+            )
             continue
         run = release_hf if engine == "release-hf" else None
         result = run(args, prompts) if run else pipeline_backend(args, prompts, engine)

@@ -104,3 +104,14 @@ def pipeline_runs(tmp_path_factory) -> PipelineRuns:
 @pytest.fixture(scope="session")
 def default_run(pipeline_runs) -> Path:
     return pipeline_runs.get()
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    """``pytest -m vllm`` (the real-engine tests, run in the vLLM environment, which holds no
+    test extras) collects only the test files that hold such tests, so that the other files'
+    imports (statsmodels, hypothesis, gradio, ...) need not be installed there."""
+    if config.getoption("markexpr", "") != "vllm":
+        return None
+    if collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return "mark.vllm" not in collection_path.read_text(encoding="utf-8")
+    return None

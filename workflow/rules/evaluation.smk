@@ -337,6 +337,7 @@ rule evaluation_throughput:
     output:
         csv=f"{RESULTS}/evaluation/throughput.csv",
         md=f"{RESULTS}/evaluation/throughput.md",
+        health=f"{RESULTS}/health/evaluation_llm.json",
     log:
         "logs/evaluation_throughput.log",
     benchmark:
@@ -347,4 +348,4 @@ rule evaluation_throughput:
     resources:
         mem_mb=1024,
     shell:
-        "splits model-batch throughput --reports {input.reports:q} --out-csv {output.csv:q} --out-md {output.md:q} > {log:q} 2>&1"
+        "splits model-batch throughput --reports {input.reports:q} --out-csv {output.csv:q} --out-md {output.md:q} --health {output.health:q} > {log:q} 2>&1"

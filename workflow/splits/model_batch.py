@@ -43,6 +43,7 @@ from splits.evaluation import (
     model_registry,
     read_rows,
 )
+from splits.health import Finding, log_findings, write_findings
 from splits.io import read_json, write_json, write_text
 from splits.llm.base import SamplingParams
 
@@ -113,7 +114,12 @@ def run_batch(args: argparse.Namespace) -> int:
                             block, k, template, params, names, args.raw_prompt, args.max_post_chars
                         )
                     ]
-                    model.generate(requests)
+                    labels = [
+                        f"{rows_path} quadruplet {qid}, k={k}"
+                        for k in values
+                        for qid in block["quadruplet_id"]
+                    ]
+                    model.generate(requests, labels=labels)
             else:
                 theories = [theories_by_row(read_theories(path), rows) for path in values]
                 for block in row_blocks(rows, len(theories), args.block_prompts):
@@ -124,7 +130,12 @@ def run_batch(args: argparse.Namespace) -> int:
                             block, theory_of, template, params, names, args.max_post_chars
                         )
                     ]
-                    model.generate(requests)
+                    labels = [
+                        f"{rows_path} quadruplet {qid}, theories {path}"
+                        for path in values
+                        for qid in block["quadruplet_id"]
+                    ]
+                    model.generate(requests, labels=labels)
     finally:
         model.close()
     report = {
@@ -157,6 +168,9 @@ THROUGHPUT_COLUMNS = {
     "engine_builds": pl.Int64,
     "engine_load_s": pl.Float64,
     "prefix_cache_hit_rate": pl.Float64,
+    "longest_prompt_tokens": pl.Int64,
+    "context_tokens": pl.Int64,
+    "overlong_skipped": pl.Int64,
     "wall_s": pl.Float64,
 }
 
@@ -190,11 +204,47 @@ def run_throughput(args: argparse.Namespace) -> int:
         "One row per LLM and role (TM or CM batch job) of the last run of that job: prompts "
         "answered, how many came from the response cache, tokens generated, output tokens per "
         "second of generation, engine builds (0 when every prompt was cached) and their load "
-        "seconds, and the engine's prefix-cache hit rate (tokens; empty where the backend does "
-        "not report it).\n\n"
+        "seconds, the engine's prefix-cache hit rate (tokens; empty where the backend does "
+        "not report it), the longest prompt counted (tokens) against the model's context, and "
+        "the prompts skipped as over-long (models.<name>.overlong_prompts: skip: their answers "
+        "are empty).\n\n"
     )
     write_text(markdown_table(shown, "LLM throughput per model") + "\n" + note, args.out_md)
+    if args.health:
+        findings = overlong_findings(reports)
+        log_findings(findings)
+        write_findings(args.health, findings)
     return 0
+
+
+def overlong_findings(reports: list[dict[str, Any]]) -> list[Finding]:
+    """One run-health finding per batch job that skipped over-long prompts (their answers are
+    empty: an empty theory, an unparsable CM answer)."""
+    findings = []
+    for report in reports:
+        skipped = int(report.get("overlong_skipped") or 0)
+        if not skipped:
+            continue
+        model, role = report.get("model"), str(report.get("role", "")).upper()
+        findings.append(
+            Finding(
+                stage="evaluation_llm",
+                code="overlong_prompts_skipped",
+                subject=f"{model} {role}",
+                message=(
+                    f"{skipped} of {report.get('requests')} {role} prompts did not fit the "
+                    f"context of {report.get('context_tokens')} tokens with their answer and were "
+                    f"skipped (empty answers; longest prompt {report.get('longest_prompt_tokens')} "
+                    "tokens)"
+                ),
+                fix=(
+                    f"a longer context (models.{model}.max_model_len, or a model with one), "
+                    "shorter prompts (evaluation.max_post_chars, smaller ks or max_tokens), or "
+                    f"models.{model}.overlong_prompts: error to stop instead"
+                ),
+            )
+        )
+    return findings
 
 
 # --------------------------------------------------------------------------- CLI
@@ -245,6 +295,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     table.add_argument("--reports", nargs="*", default=[], help="batch report JSON files")
     table.add_argument("--out-csv", required=True, help="throughput table (CSV)")
     table.add_argument("--out-md", required=True, help="throughput table (Markdown)")
+    table.add_argument(
+        "--health", help="run-health file: the batch jobs that skipped over-long prompts"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

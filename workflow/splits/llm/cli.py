@@ -124,7 +124,13 @@ def run(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else args.cache
     try:
         with load_model(args.model, config["models"], cache_path=cache) as model:
-            completions = model.generate([r for _, r in items])
+            completions = model.generate(
+                [r for _, r in items],
+                labels=[
+                    f"request {n} of {args.input}" + (f", id {ident}" if ident is not None else "")
+                    for n, (ident, _) in enumerate(items, start=1)
+                ],
+            )
     except LLMError as err:
         print(f"splits llm: {err}", file=sys.stderr)
         return 1

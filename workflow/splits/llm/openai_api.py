@@ -105,6 +105,21 @@ def parse_completion(body: Any, chat: bool, latency: float) -> Completion:
     return Completion(text, str(finish), prompt_tokens, output_tokens, latency)
 
 
+def auth_headers(name: str, spec: Mapping[str, Any]) -> dict[str, str]:
+    """The Authorization header of the key in the environment variable ``api_key_env`` (none
+    without one); the key is registered as a secret, so it is scrubbed wherever it shows."""
+    env = spec.get("api_key_env")
+    if not env:
+        return {}
+    key = os.environ.get(str(env), "")
+    if not key:
+        raise ConfigError(
+            f"models.{name}.api_key_env: environment variable {env} is not set or empty"
+        )
+    register_secret(key)
+    return {"Authorization": f"Bearer {key}"}
+
+
 class OpenAIBackend(Backend):
     def __init__(self, name: str, spec: Mapping[str, Any]):
         import httpx
@@ -118,18 +133,7 @@ class OpenAIBackend(Backend):
         self.backoff_base_s = float(spec.get("backoff_base_s", 0.5))
         self.backoff_max_s = float(spec.get("backoff_max_s", 30))
         self.retry_after_max_s = float(spec.get("retry_after_max_s", 300))
-        headers = {"Content-Type": "application/json"}
-        self._secret: str | None = None
-        env = spec.get("api_key_env")
-        if env:
-            key = os.environ.get(str(env), "")
-            if not key:
-                raise ConfigError(
-                    f"models.{name}.api_key_env: environment variable {env} is not set or empty"
-                )
-            self._secret = key
-            register_secret(key)
-            headers["Authorization"] = f"Bearer {key}"
+        headers = {"Content-Type": "application/json", **auth_headers(name, spec)}
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
         self._client = httpx.Client(

