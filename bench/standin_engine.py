@@ -118,6 +118,7 @@ def _selfid_rules(requests: list[Request]) -> list[Completion]:
     frame = pl.DataFrame(
         {
             "left_context": [str((r.payload or {}).get("left_context", "")) for r in requests],
+            "match": [str((r.payload or {}).get("match", "")) for r in requests],
             "right_context": [str((r.payload or {}).get("right_context", "")) for r in requests],
         }
     )

@@ -493,6 +493,7 @@ def verify_llm(
                 "kind": row["kind"],
                 "context": row["context"],
                 "left_context": row["left_context"],
+                "match": row["match"],
                 "right_context": row["right_context"],
             },
         )
