@@ -6,13 +6,22 @@
 
 
 from snakemake.utils import min_version
-from splits.config_checks import stop_on_config_error, workflow_config
+from splits.config_checks import (
+    jobs_bring_software,
+    stop_on_config_error,
+    workflow_config,
+)
 
 min_version("9.0")
 
 
 with stop_on_config_error():
-    workflow_config(config, workflow.overwrite_configfiles)
+    # with --use-conda the jobs' environments bring the model backends' packages
+    workflow_config(
+        config,
+        workflow.overwrite_configfiles,
+        jobs_own_software=jobs_bring_software(workflow),
+    )
 
 
 report: "workflow/report/workflow.rst"

@@ -283,6 +283,22 @@ def test_missing_backend_extras_stop_at_start_naming_the_pip_extra(repo_root, mo
         repo_root,
         lambda c: c["models"].update({"spare": {"backend": "transformers", "model": "x"}}),
     )
+    # with --use-conda the jobs' environments bring the packages: nothing to check here
+    config = validate_config(yaml.safe_load((repo_root / "config" / "config.yaml").read_text()))
+    local_tm(config)
+    check_config(config, check_packages=False)
+
+
+def test_packages_are_left_to_the_jobs_only_under_conda():
+    from types import SimpleNamespace
+
+    from snakemake.settings.types import DeploymentMethod, DeploymentSettings
+    from splits.config_checks import jobs_bring_software
+
+    conda = DeploymentSettings(deployment_method={DeploymentMethod.CONDA})
+    assert jobs_bring_software(SimpleNamespace(deployment_settings=conda))
+    assert not jobs_bring_software(SimpleNamespace(deployment_settings=DeploymentSettings()))
+    assert not jobs_bring_software(SimpleNamespace(deployment_settings=None))
 
 
 def test_missing_torch_stops_the_dry_run_with_one_line(work, tmp_path):

@@ -26,6 +26,9 @@ import yaml
 from conftest import copy_repo
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+import standin_engine  # noqa: E402
+
 START = REPO / ".ci" / "slurm" / "start.sh"
 STOP = REPO / ".ci" / "slurm" / "stop.sh"
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -285,6 +288,9 @@ def test_profile_resources_from_environment(tmp_path):
     config["models"]["big"] = {"backend": "vllm", "model": "m", "tensor_parallel_size": 2}
     config["evaluation"]["experiments"]["sample"]["cms"].append("big")
     (tmp_path / "llm.yaml").write_text(yaml.safe_dump(config))
+    # vllm is not installed here: the start check would stop; a stand-in engine needs nothing
+    site = standin_engine.write_sitecustomize(tmp_path / "site", tmp_path / "builds.jsonl", 0.0)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm"]
         + ["--slurm-status-command", "squeue", "--dry-run", "--forceall"]

@@ -1917,14 +1917,5 @@ def run(args: argparse.Namespace) -> int:
             demographics = sorted(parse_key_paths(args.demographic_posts))
             seeds = read_seeds(args.demographics_file)
             result = split_shards_result(shards, topics, params, demographics, seeds)
-        if topics and result.topic_posts.height == 0:
-            from splits.health import log_findings
-
-            log_findings(result.findings, log)
-            raise InputError(
-                f"no topic can be sampled with sampling.k = {params.sample_k} (each topic's "
-                "counts are in the WARNING lines above); lower --k or give the topics keywords "
-                "that occur in the groups' posts"
-            )
         write_outputs(result, topics, demographics, args)
     return 0

@@ -48,13 +48,18 @@ def stop_on_config_error() -> Iterator[None]:
 
 
 def workflow_config(
-    config: dict, configfiles: Sequence, default: str | Path = DEFAULT_CONFIGFILE
+    config: dict,
+    configfiles: Sequence,
+    default: str | Path = DEFAULT_CONFIGFILE,
+    jobs_own_software: bool = False,
 ) -> dict:
     """Complete, type, validate and check the Snakefile's ``config`` in place.
 
     With no ``--configfile`` the run uses ``default`` under the ``--config`` values; with one or
     more, those files replace the default (list ``config/config.yaml`` first to extend it), and
-    the schema's defaults fill every key they leave out."""
+    the schema's defaults fill every key they leave out. ``jobs_own_software``: the jobs get
+    environments of their own (``--use-conda``), so the model backends' packages are theirs to
+    have, not this Python's (:func:`jobs_bring_software`)."""
     if not configfiles:
         merged = read_config_file(default)
         update_config(merged, config)  # the --config values over the default file
@@ -63,11 +68,19 @@ def workflow_config(
     schema = load_schema()
     coerce_to_schema(config, schema)
     validate_config(config, schema)
-    check_config(config)
+    check_config(config, check_packages=not jobs_own_software)
     return config
 
 
-def check_config(config: dict) -> None:
+def jobs_bring_software(workflow) -> bool:
+    """True when Snakemake deploys the jobs' software itself (``--use-conda``)."""
+    from snakemake.settings.types import DeploymentMethod
+
+    settings = getattr(workflow, "deployment_settings", None)
+    return bool(settings) and DeploymentMethod.CONDA in settings.deployment_method
+
+
+def check_config(config: dict, check_packages: bool = True) -> None:
     """Every check across keys and files of a schema-valid config."""
     load_demographics(config["demographics"]["file"])
     load_topics(config["topics"]["file"])
@@ -82,7 +95,8 @@ def check_config(config: dict) -> None:
     check_hypotheses(config)
     check_prompt_templates(config)
     require_salt_for_real_data(config)  # issue 26: no development salt on real data
-    check_extras(config)
+    if check_packages:
+        check_extras(config)
 
 
 def _used_models(config: dict) -> list[tuple[str, str, str]]:
