@@ -269,23 +269,28 @@ def evaluate_pool(
             if big_k == 0:
                 result.skipped["target_absent_from_list"] += 1
                 continue
-            result.rows.append(
-                {
-                    "hypothesis_id": h.hypothesis_id,
-                    "topic": h.topic,
-                    "demographic_A": h.demographic_a,
-                    "demographic_B": h.demographic_b,
-                    "target": h.target,
-                    "lexicon": list(h.lexicon),
-                    "source": h.source,
-                    "k_fraction": fraction,
-                    "n": n,
-                    "hits_at_n": hits,
-                    "target_in_list": big_k,
-                    "list_size": length,
-                    "matching_posts": ranking.n_matching,
-                }
-            )
+            result.rows.append(lift_row(h, fraction, n, hits, big_k, length, ranking.n_matching))
+
+
+def lift_row(
+    h: Hypothesis, fraction: float, n: int, hits: int, big_k: int, length: int, matching: int
+) -> dict:
+    """One row of the lift table: a hypothesis at one k fraction of its ranked list."""
+    return {
+        "hypothesis_id": h.hypothesis_id,
+        "topic": h.topic,
+        "demographic_A": h.demographic_a,
+        "demographic_B": h.demographic_b,
+        "target": h.target,
+        "lexicon": list(h.lexicon),
+        "source": h.source,
+        "k_fraction": fraction,
+        "n": n,
+        "hits_at_n": hits,
+        "target_in_list": big_k,
+        "list_size": length,
+        "matching_posts": matching,
+    }
 
 
 def evaluate_pool_release(
@@ -303,23 +308,7 @@ def evaluate_pool_release(
         for fraction, n, hits, big_k, length in counts:
             if big_k == 0 or n <= 0:
                 result.skipped["release_lift_undefined"] += 1
-            result.rows.append(
-                {
-                    "hypothesis_id": h.hypothesis_id,
-                    "topic": h.topic,
-                    "demographic_A": h.demographic_a,
-                    "demographic_B": h.demographic_b,
-                    "target": h.target,
-                    "lexicon": list(h.lexicon),
-                    "source": h.source,
-                    "k_fraction": fraction,
-                    "n": n,
-                    "hits_at_n": hits,
-                    "target_in_list": big_k,
-                    "list_size": length,
-                    "matching_posts": ranked.n_matching,
-                }
-            )
+            result.rows.append(lift_row(h, fraction, n, hits, big_k, length, ranked.n_matching))
 
 
 def evaluate_set(
