@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -51,6 +52,40 @@ def _configure(work: Path, overrides: dict) -> None:
 
 def _pwned(root: Path) -> list[Path]:
     return [p for p in root.rglob("PWNED*") if p.is_file()]
+
+
+# a value a rule puts into its shell command: {input}, {output.x}, {params.x}, {log}, ...
+SHELL_VALUE = re.compile(
+    r"\{(input|output|params|log|wildcards|resources)(\.\w+)?(\[[^\]]*\])?(:\w+)?\}"
+)
+
+
+def shell_commands(rule_file: Path) -> list[str]:
+    """The string lines of every ``shell:`` block of a rule file."""
+    commands, in_shell = [], False
+    for line in rule_file.read_text().splitlines():
+        stripped = line.strip()
+        if stripped == "shell:":
+            in_shell = True
+            continue
+        if in_shell and stripped.startswith(('"', "'", 'f"', "f'")):
+            commands.append(stripped)
+            continue
+        in_shell = False
+    return commands
+
+
+def test_every_rule_quotes_every_value_of_its_shell_command():
+    """Static twin of the hostile-names run: a new rule cannot slip an unquoted value in."""
+    unquoted = []
+    for rule_file in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        commands = shell_commands(rule_file)
+        assert commands or rule_file.name == "common.smk", rule_file
+        for command in commands:
+            for match in SHELL_VALUE.finditer(command):
+                if match.group(4) != ":q":
+                    unquoted.append(f"{rule_file.name}: {match.group(0)}")
+    assert not unquoted, unquoted
 
 
 def test_hostile_names_run_no_command_and_the_pipeline_completes(tmp_path):

@@ -25,4 +25,4 @@ rule release_topic_posts:
         salt_env=config["export"]["salt_env"],
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
     shell:
-        "POLARS_MAX_THREADS={threads} splits release-data topic-posts --dataset {params.dataset:q} --topics-file {input.topics:q} {params.picks:q} --salt-env {params.salt_env} --out {output.topic_posts} --report {output.report} --health {output.health} > {log} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits release-data topic-posts --dataset {params.dataset:q} --topics-file {input.topics:q} {params.picks:q} --salt-env {params.salt_env:q} --out {output.topic_posts:q} --report {output.report:q} --health {output.health:q} > {log:q} 2>&1"
