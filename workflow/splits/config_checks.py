@@ -94,7 +94,7 @@ def check_config(config: dict, check_packages: bool = True) -> None:
     check_reference_dir(config)
     check_hypotheses(config)
     check_prompt_templates(config)
-    require_salt_for_real_data(config)  # issue 26: no development salt on real data
+    require_salt_for_real_data(config)  # no public development salt on real data
     if check_packages:
         check_extras(config)
 
@@ -126,13 +126,13 @@ def _used_models(config: dict) -> list[tuple[str, str, str]]:
 def check_extras(config: dict) -> None:
     """The Python packages of the chosen models' backends are installed, before any job runs:
     one line naming the key, the model, the missing modules and the pip extra."""
-    from splits.llm.registry import BACKENDS, _import_target
+    from splits.llm.registry import BACKENDS, backend_factory
 
     for key, name, backend in _used_models(config):
         if backend not in BACKENDS:
             continue
         # the backend's class says what its engine imports (a test's stand-in engine: nothing)
-        engine = _import_target(BACKENDS[backend], f"models.{name}.backend")
+        engine = backend_factory(name, {"backend": backend})
         extra = engine.extra
         missing = [m for m in engine.requires if importlib.util.find_spec(m) is None]
         if missing:
