@@ -6,7 +6,7 @@
 
 
 from snakemake.utils import min_version
-from splits.config_checks import (
+from splits.pipeline.start import (
     jobs_bring_software,
     stop_on_config_error,
     workflow_config,
@@ -44,11 +44,11 @@ import time
 
 from splits.health import print_run_health, run_health_lines
 from splits.llm.serve import export_settings, stop_servers
-from splits.report_tables import report_pages
-from splits.runlock import claim_folder_or_stop, record_owner
+from splits.report.tables import report_pages
+from splits.pipeline.runlock import claim_folder_or_stop, record_owner
 
 # one run per folder; a run killed with SIGKILL leaves its locks: the next plain command removes
-# them (splits.runlock). Jobs that read the Snakefile again (cluster jobs) claim nothing.
+# them (splits.pipeline.runlock). Jobs that read the Snakefile again (cluster jobs) claim nothing.
 if workflow.is_main_process:
     claim_folder_or_stop()
 

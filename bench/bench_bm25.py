@@ -1,4 +1,4 @@
-"""BM25 benchmark: index build time and per-query latency of ``splits.bm25.BM25Index`` side by
+"""BM25 benchmark: index build time and per-query latency of ``splits.topics.retrieval.BM25Index`` side by
 side with ``rank_bm25.BM25Okapi`` (per query, a few queries only) and ``bm25s`` in one run, then
 the topic-split retrieval (topics x demographics) over a large synthetic corpus.
 
@@ -68,7 +68,7 @@ def timed(fn, *args, **kwargs):
 
 
 def bench_size(n_docs: int, args: argparse.Namespace, rng: np.random.Generator) -> None:
-    from splits.bm25 import BM25Index
+    from splits.topics.retrieval import BM25Index
 
     vocab = make_vocabulary(args.vocab)
     texts = make_texts(n_docs, vocab, rng)
@@ -85,10 +85,10 @@ def bench_size(n_docs: int, args: argparse.Namespace, rng: np.random.Generator) 
         f"\n== {n_docs:,} documents, {int(sum(map(len, tokens))):,} tokens, {len(index.vocabulary):,} terms"
     )
     print(
-        f"splits.bm25  build (from texts, incl. tokenising) {build_ours:8.2f} s; from token lists {build_ours_tok:8.2f} s"
+        f"splits.topics.retrieval  build (from texts, incl. tokenising) {build_ours:8.2f} s; from token lists {build_ours_tok:8.2f} s"
     )
     print(
-        f"splits.bm25  per query (top {args.k})             {per_query_ours * 1e3:10.3f} ms (median of {len(queries)})"
+        f"splits.topics.retrieval  per query (top {args.k})             {per_query_ours * 1e3:10.3f} ms (median of {len(queries)})"
     )
 
     import bm25s
@@ -148,8 +148,8 @@ def timed_with_peak_rss(fn, *args, **kwargs):
 
 
 def bench_retrieval(args: argparse.Namespace, rng: np.random.Generator) -> None:
-    from splits import bm25
-    from splits.config import Topic
+    from splits.config.definitions import Topic
+    from splits.topics import retrieval as bm25
 
     vocab = make_vocabulary(args.vocab)
     n = args.retrieval_posts

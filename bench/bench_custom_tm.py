@@ -28,7 +28,7 @@ WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
 READ_OURS = """
 import sys, time, polars as pl
 sys.path.insert(0, {workflow!r})
-from splits.custom_tm import precomputed_theories
+from splits.evaluation.custom_tm import precomputed_theories
 rows = pl.read_parquet({rows!r})
 start = time.perf_counter()
 got = precomputed_theories({path!r}, rows, {k}, "bench")
@@ -92,9 +92,9 @@ def bench_precomputed(args, tmp: Path) -> None:
 
 def bench_callable(args, tmp: Path) -> None:
     sys.path.insert(0, str(WORKFLOW))
+    from splits.evaluation.theorize import build_tm_requests
     from splits.llm import load_model
     from splits.llm.base import SamplingParams
-    from splits.theory import build_tm_requests
 
     (tmp / "bench_tm.py").write_text(
         "def theorize(group_a, group_b, topic, posts):\n"
@@ -125,7 +125,7 @@ def bench_callable(args, tmp: Path) -> None:
         start = time.perf_counter()
         model.generate(requests, progress=False)
         cached = time.perf_counter() - start
-    from splits.custom_tm import callable_inputs
+    from splits.evaluation.custom_tm import callable_inputs
 
     start = time.perf_counter()
     for request in requests:

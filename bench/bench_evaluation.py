@@ -14,9 +14,9 @@ import random
 import time
 from pathlib import Path
 
-from splits.classify import cm_slot_values, lexical_decision, parse_answer
-from splits.config import CM_SLOTS
-from splits.evaluation import parse_template
+from splits.config.templates import CM_SLOTS
+from splits.evaluation.classify import cm_slot_values, lexical_decision, parse_answer
+from splits.evaluation.common import parse_template
 
 PAPER = (
     Path(__file__).resolve().parents[2]

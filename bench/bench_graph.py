@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_BLOCK_MB = 256  # splits.graph.DEFAULT_BLOCK_MB (not imported: see measure())
+DEFAULT_BLOCK_MB = 256  # splits.graph.build.DEFAULT_BLOCK_MB (not imported: see measure())
 
 
 def generate(n_subreddits: int, n_users: int, n_memberships: int, seed: int, out: Path):
@@ -85,7 +85,7 @@ PEER = r"""
 import sys, time
 from concurrent.futures import ThreadPoolExecutor
 import scipy.sparse as sp
-from splits.graph import rows_per_block
+from splits.graph.build import rows_per_block
 npz, block_mb, threads = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 A = sp.load_npz(npz).tocsr()
 rows = rows_per_block(A.shape[1], block_mb)

@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 import polars as pl
-from splits.group_splits import group_splits_table
-from splits.metrics import comparisons_table, splits_table
+from splits.evaluation.group_splits import group_splits_table
+from splits.evaluation.metrics import comparisons_table, splits_table
 
 DEMOGRAPHICS = ["black", "catholic", "construction", "hindu_jain_sikh", "jewish", "teacher"]
 

@@ -1,4 +1,4 @@
-"""Benchmark: group-ness and percentiles (splits.groupness) over a large posts table.
+"""Benchmark: group-ness and percentiles (splits.demographics.groupness) over a large posts table.
 
 Generates a posts table (Zipf subreddit popularity, heavy-tailed user activity, a community
 whose members post in the seed subreddits), writes it as Parquet, then times one demographic's
@@ -25,8 +25,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from splits.config import Demographic  # noqa: E402
-from splits.groupness import (  # noqa: E402
+from splits.config.definitions import Demographic  # noqa: E402
+from splits.demographics.groupness import (  # noqa: E402
     build_users,
     demographic_posts,
     read_bots,

@@ -44,9 +44,9 @@ RELEASE_TEMPERATURE = 0.001
 
 def cm_prompts(args) -> list[str]:
     import polars as pl
-    from splits.classify import build_cm_requests, theories_by_row
-    from splits.config import CM_SLOTS
-    from splits.evaluation import display_names, load_template, read_rows
+    from splits.config.templates import CM_SLOTS
+    from splits.evaluation.classify import build_cm_requests, theories_by_row
+    from splits.evaluation.common import display_names, load_template, read_rows
     from splits.llm import SamplingParams
 
     rows = read_rows(args.rows)

@@ -1,6 +1,6 @@
-"""Phrase matching benchmark: ``splits.bm25.match_keywords`` (candidates from a BM25 index's
+"""Phrase matching benchmark: ``splits.topics.retrieval.match_keywords`` (candidates from a BM25 index's
 posting lists, positions read for the candidates only) side by side, in one run, with a
-positional index over every post (``splits.phrases.PositionalIndex``) and a brute-force Python
+positional index over every post (``splits.retrieval.phrases.PositionalIndex``) and a brute-force Python
 scan (regular expressions, on a sample of posts, projected), over a synthetic shard.
 
     python bench/bench_phrases.py --posts 300000 --topics 50
@@ -26,8 +26,8 @@ from bench_bm25 import make_texts, make_vocabulary  # noqa: E402
 
 
 def main() -> None:
-    from splits.bm25 import BM25Index, match_keywords
-    from splits.phrases import PositionalIndex
+    from splits.retrieval.phrases import PositionalIndex
+    from splits.topics.retrieval import BM25Index, match_keywords
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--posts", type=int, default=300_000)

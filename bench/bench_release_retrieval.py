@@ -1,4 +1,4 @@
-"""Release-mode retrieval benchmark: the pool index scored with ``lucene`` (``splits.bm25_scoring``)
+"""Release-mode retrieval benchmark: the pool index scored with ``lucene`` (``splits.retrieval.bm25``)
 side by side with real Lucene through pyserini (the release's ``LuceneSearcher``) on the same
 posts and phrase-OR queries, in one run: index build, then per query the ranked and padded list
 of ``doc_count`` posts (the release's ``query_bm25_index``: search, then padding). Checks that
@@ -27,9 +27,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from splits.bm25_scoring import BM25Params  # noqa: E402
 from splits.hypotheses.release import release_list  # noqa: E402
 from splits.hypotheses.retrieval import Pool, PoolIndex  # noqa: E402
+from splits.retrieval.bm25 import BM25Params  # noqa: E402
 from splits.text import words  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Benchmark: self-ID phrase matching (splits.selfid.find_phrases, vectorised polars/Rust regex)
+"""Benchmark: self-ID phrase matching (splits.demographics.selfid.find_phrases, vectorised polars/Rust regex)
 against a plain Python ``re`` loop over the same posts, with the same matches.
 
 The text is made so that the phrases' words are everywhere ("I'm", "a", "am", "teacher",
@@ -27,8 +27,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from splits.config import load_demographics  # noqa: E402
-from splits.selfid import PhraseSet, find_phrases  # noqa: E402
+from splits.config.definitions import load_demographics  # noqa: E402
+from splits.demographics.selfid import PhraseSet, find_phrases  # noqa: E402
 
 COMMON = (
     "I I I I'm I'm I’m am am a a a an as As not not Catholic teacher teachers teaching "

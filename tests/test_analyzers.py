@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from splits.analyzers import WordPieceAnalyzer, make_analyzer
-from splits.bm25_scoring import BM25Params, anserini_display, anserini_order
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.hypotheses.retrieval import PoolIndex
+from splits.retrieval.analyzers import WordPieceAnalyzer, make_analyzer
+from splits.retrieval.bm25 import BM25Params, anserini_display, anserini_order
 from test_bm25_variants import LUCENE_MISSING, pool_of, run_lucene
 
 QUERIES = [

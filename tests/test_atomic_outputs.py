@@ -27,7 +27,7 @@ def test_failed_write_leaves_neither_output_nor_temporary(tmp_path):
         yield pl.DataFrame({"a": [1]})
         raise RuntimeError("killed half way")
 
-    from splits.ingest import stream_frames
+    from splits.ingest.read import stream_frames
 
     with pytest.raises(RuntimeError):
         write_parquet(stream_frames(boom, {"a": pl.Int64}), tmp_path / "out.parquet")

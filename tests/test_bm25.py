@@ -9,10 +9,11 @@ import numpy as np
 import polars as pl
 import pytest
 import rank_bm25
-from splits import bm25
-from splits.bm25 import BM25Index, TopicSplitParams, query_tokens, top_k
-from splits.config import ConfigError, Topic, load_topics
-from splits.text import STOP_WORDS, content_words
+from splits.config.definitions import Topic, load_topics
+from splits.errors import ConfigError
+from splits.text import STOP_WORDS, content_words, query_tokens
+from splits.topics import retrieval as bm25
+from splits.topics.retrieval import BM25Index, TopicSplitParams, top_k
 
 
 def oracle_top_k(scores: np.ndarray, matched: np.ndarray, k: int) -> np.ndarray:

@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import rank_bm25
-from splits import bm25_scoring as bs
-from splits.bm25 import BM25Index
-from splits.bm25_scoring import BM25Params
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.hypotheses.retrieval import Pool, PoolIndex
+from splits.retrieval import bm25 as bs
+from splits.retrieval.bm25 import BM25Params
 from splits.text import words
+from splits.topics.retrieval import BM25Index
 
 HERE = Path(__file__).parent
 
@@ -386,7 +386,7 @@ def test_variants_decompose_over_shards(method):
     """A shard indexed with the whole corpus's statistics scores as the whole index does (the
     topic splits' map-reduce), for the variants too; lucene exactly (the statistics count the
     non-empty documents, its N; the corpus has empty ones)."""
-    from splits.bm25 import CorpusStats, ShardCounts
+    from splits.topics.retrieval import CorpusStats, ShardCounts
 
     rng = np.random.default_rng(5)
     vocab = [f"w{i}" for i in range(30)]

@@ -10,7 +10,7 @@ Demographic A is ``catholic`` (display name Catholic), B is ``teacher``.
 from __future__ import annotations
 
 import pytest
-from splits.classify import parse_answer
+from splits.evaluation.classify import parse_answer
 
 NAMES_A = ["catholic", "Catholic"]
 NAMES_B = ["teacher"]

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
-from splits.classify import LexicalCM, cm_slot_values, lexical_decision, parse_answer
-from splits.config import CM_SLOTS, ConfigError
-from splits.evaluation import format_theory, load_template, parse_template, statements_by_group
+from splits.config.templates import CM_SLOTS
+from splits.errors import ConfigError
+from splits.evaluation.classify import LexicalCM, cm_slot_values, lexical_decision, parse_answer
+from splits.evaluation.common import (
+    format_theory,
+    load_template,
+    parse_template,
+    statements_by_group,
+)
+from splits.evaluation.theorize import normalise_quadruplets
 from splits.llm.base import Request
-from splits.theory import normalise_quadruplets
 
 LONG = "x" * 1990 + "\nline two of a very long post " + "y" * 100
 SAMPLE_A = ['I said "hello"\nto the class', "tabs\tand\nnew\nlines", LONG]

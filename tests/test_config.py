@@ -8,14 +8,10 @@ import sys
 import pytest
 import yaml
 from conftest import error_lines
-from splits.config import (
-    ConfigError,
-    load_config,
-    load_group_sets,
-    load_topics,
-    validate_config,
-    validate_probes,
-)
+from splits.config.definitions import load_group_sets, load_topics
+from splits.config.schema import load_config, validate_config
+from splits.errors import ConfigError
+from splits.pipeline.checks import validate_probes
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
@@ -168,7 +164,7 @@ def _topics_file(tmp_path, keywords):
 
 
 def test_topic_of_stop_words_only_is_refused_naming_it(tmp_path):
-    from splits.bm25 import query_tokens
+    from splits.text import query_tokens
 
     keywords = ["the", "and", "of it", "--"]
     assert query_tokens(keywords) == []  # the retrieval would search for nothing
@@ -212,7 +208,7 @@ def _with_template(repo_root, tmp_path, key, text):
 def test_template_with_an_unknown_slot_is_refused_naming_file_and_slot(
     repo_root, tmp_path, key, text, slot
 ):
-    from splits.config import check_prompt_templates
+    from splits.pipeline.checks import check_prompt_templates
 
     config, path = _with_template(repo_root, tmp_path, key, text)
     with pytest.raises(ConfigError) as err:
@@ -223,7 +219,8 @@ def test_template_with_an_unknown_slot_is_refused_naming_file_and_slot(
 
 
 def test_shipped_templates_and_json_braces_pass(repo_root, tmp_path):
-    from splits.config import PROMPT_SLOTS, check_prompt_templates, configured_templates
+    from splits.config.templates import PROMPT_SLOTS
+    from splits.pipeline.checks import check_prompt_templates, configured_templates
 
     for name in ("config.yaml", "paper.yaml"):
         config = load_config(repo_root / "config" / name)

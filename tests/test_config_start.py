@@ -13,14 +13,9 @@ import polars as pl
 import pytest
 import yaml
 from conftest import copy_repo
-from splits.config import (
-    ConfigError,
-    coerce_to_schema,
-    load_schema,
-    read_config_file,
-    validate_config,
-)
-from splits.config_checks import check_config
+from splits.config.schema import coerce_to_schema, load_schema, read_config_file, validate_config
+from splits.errors import ConfigError
+from splits.pipeline.start import check_config
 
 
 def _dry(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -293,7 +288,7 @@ def test_packages_are_left_to_the_jobs_only_under_conda():
     from types import SimpleNamespace
 
     from snakemake.settings.types import DeploymentMethod, DeploymentSettings
-    from splits.config_checks import jobs_bring_software
+    from splits.pipeline.start import jobs_bring_software
 
     conda = DeploymentSettings(deployment_method={DeploymentMethod.CONDA})
     assert jobs_bring_software(SimpleNamespace(deployment_settings=conda))

@@ -21,13 +21,15 @@ import polars as pl
 import pytest
 import yaml
 from splits.cli import main
-from splits.config import ConfigError, check_evaluation, load_config
-from splits.custom_tm import callable_inputs, precomputed_theories
-from splits.evaluation import display_names
+from splits.config.schema import load_config
+from splits.errors import ConfigError
+from splits.evaluation.common import display_names, one_line
+from splits.evaluation.custom_tm import callable_inputs, precomputed_theories
+from splits.evaluation.theorize import build_tm_requests
 from splits.io import write_parquet
 from splits.llm import LLMError, load_model
 from splits.llm.base import Request, SamplingParams
-from splits.theory import build_tm_requests, one_line
+from splits.pipeline.checks import check_evaluation
 
 ROWS = pl.DataFrame(
     {
@@ -412,7 +414,7 @@ ORACLE_CALLABLE = '''
 callable looks the hidden calibration labels up in a side file by (topic, names, posts)."""
 import json
 
-from splits.theory import ORACLE_N_WORDS, oracle_theory
+from splits.evaluation.theorize import ORACLE_N_WORDS, oracle_theory
 
 _LABELS = {}
 

@@ -45,7 +45,7 @@ def _warned(caplog, *words: str) -> bool:
 
 
 def test_evaluation_plots_of_empty_tables_say_so(tmp_path, caplog):
-    from splits import report
+    from splits.evaluation import report
 
     empty = pl.DataFrame(schema=SUMMARY_SCHEMA)
     with caplog.at_level(logging.WARNING):
@@ -71,7 +71,7 @@ def test_report_cli_on_empty_tables_exits_cleanly(tmp_path, caplog):
 
 
 def test_selfid_curve_without_users_says_so(tmp_path, caplog):
-    from splits.selfid import selfid_curve
+    from splits.demographics.selfid import selfid_curve
 
     users = pl.DataFrame(
         schema={
@@ -82,7 +82,7 @@ def test_selfid_curve_without_users_says_so(tmp_path, caplog):
             "n_anti": pl.Int64,
         }
     )
-    from splits.selfid import plot_curve
+    from splits.demographics.selfid import plot_curve
 
     with caplog.at_level(logging.WARNING):
         plot_curve(selfid_curve(users, 20), 75.0, "Nobody", "auto", tmp_path / "c.png")
@@ -150,7 +150,7 @@ def test_graph_summary_counts_subreddits_without_neighbours(tmp_path):
 
 
 def test_export_of_no_quadruplets_is_one_line(tmp_path, capsys):
-    from splits.sampling import QUADRUPLET_SCHEMA
+    from splits.sampling.draw import QUADRUPLET_SCHEMA
 
     pl.DataFrame(schema=QUADRUPLET_SCHEMA).write_parquet(tmp_path / "q.parquet")
     pl.DataFrame({"post_id": ["a"], "author": ["x"], "text": ["t"]}).write_parquet(
@@ -166,7 +166,7 @@ def test_export_of_no_quadruplets_is_one_line(tmp_path, capsys):
 
 
 def test_evaluation_of_an_empty_dataset_is_one_line(tmp_path, capsys):
-    from splits.sampling import QUADRUPLET_SCHEMA
+    from splits.sampling.draw import QUADRUPLET_SCHEMA
 
     pl.DataFrame(schema=QUADRUPLET_SCHEMA).write_parquet(tmp_path / "q.parquet")
     argv = ["theorize", "subsample", "--dataset", str(tmp_path / "q.parquet"), "--rows", "10"]

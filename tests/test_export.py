@@ -7,9 +7,8 @@ import hmac
 
 import polars as pl
 import pytest
-from splits import export
 from splits.cli import main
-from splits.sampling import sample_quadruplets
+from splits.sampling.draw import export, sample_quadruplets
 
 
 def topic_posts() -> pl.DataFrame:

@@ -13,8 +13,10 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from splits import graph
-from splits.config import ConfigError
+from splits.config.settings import schema_defaults
+from splits.errors import ConfigError
+from splits.graph import build as graph
+from splits.graph.settings import GraphSettings
 from splits.io import write_parquet
 
 
@@ -85,7 +87,11 @@ def test_neighbours_equal_brute_force(corpus, threads, block_mb):
     assert len(kept) == 300 and len(eligible) > 300, "corpus must exercise both rules"
     if block_mb < 1:
         assert graph.rows_per_block(len(kept), block_mb) < 10, "small budget must mean many blocks"
-    result = graph.compute_graph(corpus.lazy(), top_n, min_posts, k, threads, block_mb)
+    result = graph.compute_graph(
+        corpus.lazy(),
+        schema_defaults(GraphSettings, top_n=top_n, min_posts=min_posts, k=k, block_mb=block_mb),
+        threads,
+    )
     nb = result.neighbours
     assert nb.schema == pl.Schema(graph.NEIGHBOURS_SCHEMA)
     got: dict[tuple[str, str], list] = {}
@@ -111,7 +117,9 @@ def test_neighbours_equal_brute_force(corpus, threads, block_mb):
 def test_subreddit_table_min_posts_and_top_n(corpus):
     top_n, min_posts = 120, 5
     users, n_posts, eligible, kept, _ = brute_force(corpus, top_n, min_posts, 1)
-    subs = graph.compute_graph(corpus.lazy(), top_n, min_posts, 1).subreddits
+    subs = graph.compute_graph(
+        corpus.lazy(), schema_defaults(GraphSettings, top_n=top_n, min_posts=min_posts, k=1)
+    ).subreddits
     assert subs.schema == pl.Schema(graph.SUBREDDITS_SCHEMA)
     assert subs.height == len(users)
     table = {r["subreddit"]: r for r in subs.iter_rows(named=True)}
@@ -135,14 +143,18 @@ def test_min_posts_drops_large_but_quiet_subreddit():
     rows += [("busy", f"u{i % 3}") for i in range(20)]
     rows += [("mid", f"u{i % 5}") for i in range(20)]
     posts = pl.DataFrame(rows, schema=["subreddit", "author"], orient="row")
-    res = graph.compute_graph(posts.lazy(), top_n=1, min_posts=12, k=5)
+    res = graph.compute_graph(
+        posts.lazy(), schema_defaults(GraphSettings, top_n=1, min_posts=12, k=5)
+    )
     table = {r["subreddit"]: r for r in res.subreddits.iter_rows(named=True)}
     assert table["quiet"]["rank"] is None and not table["quiet"]["kept"]
     assert table["mid"]["rank"] == 1 and table["mid"]["kept"]
     assert table["busy"]["rank"] == 2 and not table["busy"]["kept"]
     # a single kept subreddit has no neighbours
     assert res.neighbours.height == 0
-    res2 = graph.compute_graph(posts.lazy(), top_n=5, min_posts=0, k=5)
+    res2 = graph.compute_graph(
+        posts.lazy(), schema_defaults(GraphSettings, top_n=5, min_posts=0, k=5)
+    )
     assert res2.subreddits["kept"].all()
     quiet = res2.neighbours.filter(subreddit="quiet", measure="jaccard")
     # quiet {u0..u9} vs mid {u0..u4}: 5/10; vs busy {u0,u1,u2}: 3/10
@@ -159,7 +171,9 @@ def test_tie_break_by_name():
     for i, name in enumerate(["z", "m", "b"]):
         rows += [(name, ["x", "y", "w"][i]), (name, f"only{name}")]
     posts = pl.DataFrame(rows, schema=["subreddit", "author"], orient="row")
-    res = graph.compute_graph(posts.lazy(), top_n=10, min_posts=0, k=2)
+    res = graph.compute_graph(
+        posts.lazy(), schema_defaults(GraphSettings, top_n=10, min_posts=0, k=2)
+    )
     for measure in ("jaccard", "cosine"):
         got = res.neighbours.filter(subreddit="a", measure=measure)["neighbour"].to_list()
         assert got == ["b", "m"], measure
@@ -168,16 +182,29 @@ def test_tie_break_by_name():
 def test_bad_parameters_and_input(tmp_path):
     posts = pl.DataFrame({"subreddit": ["a"], "author": ["u"]})
     with pytest.raises(ConfigError, match="graph.k"):
-        graph.compute_graph(posts.lazy(), top_n=5, min_posts=0, k=0)
+        graph.compute_graph(posts.lazy(), schema_defaults(GraphSettings, top_n=5, min_posts=0, k=0))
     with pytest.raises(ConfigError, match="author"):
-        graph.compute_graph(pl.DataFrame({"subreddit": ["a"]}).lazy(), 5, 0, 5)
+        graph.compute_graph(
+            pl.DataFrame({"subreddit": ["a"]}).lazy(),
+            schema_defaults(GraphSettings, top_n=5, min_posts=0, k=5),
+        )
 
 
 def test_cli_writes_contract_outputs(tmp_path, corpus):
     path = write_parquet(corpus, tmp_path / "posts.parquet")
     out = tmp_path / "graph"
-    cmd = [sys.executable, "-m", "splits.cli", "graph", "--posts", str(path), "--top-n", "50"]
-    cmd += ["--min-posts", "2", "--k", "5", "--out-dir", str(out), "--threads", "2"]
+    settings = '{"top_n": 50, "min_posts": 2, "k": 5, "block_mb": 256}'
+    cmd = [
+        sys.executable,
+        "-m",
+        "splits.cli",
+        "graph",
+        "--posts",
+        str(path),
+        "--settings",
+        settings,
+    ]
+    cmd += ["--out-dir", str(out), "--threads", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     subs = pl.read_parquet(out / "subreddits.parquet")
@@ -209,7 +236,10 @@ def test_default_pipeline_graph(default_run: Path):
     assert subs["kept"].sum() > 10 and nb["rank"].max() == cfg["k"]
     # the rule ran the stage on the pipeline's posts table with the configured parameters
     posts = [results / "posts" / "posts.parquet"]  # posts_files() of common.smk
-    again = graph.compute_graph(pl.scan_parquet(posts), cfg["top_n"], cfg["min_posts"], cfg["k"])
+    again = graph.compute_graph(
+        pl.scan_parquet(posts),
+        schema_defaults(GraphSettings, top_n=cfg["top_n"], min_posts=cfg["min_posts"], k=cfg["k"]),
+    )
     assert again.subreddits.equals(subs)
     assert again.neighbours.equals(nb)
 
@@ -221,7 +251,9 @@ def test_case_variants_are_one_subreddit_and_empty_input():
             "author": ["u1", "u1", "u2", "u1", "u3", None, "u4"],
         }
     )
-    res = graph.compute_graph(posts.lazy(), top_n=10, min_posts=0, k=5)
+    res = graph.compute_graph(
+        posts.lazy(), schema_defaults(GraphSettings, top_n=10, min_posts=0, k=5)
+    )
     table = {r["subreddit"]: r for r in res.subreddits.iter_rows(named=True)}
     assert set(table) == {"askreddit", "pics"}
     assert (table["askreddit"]["n_users"], table["askreddit"]["n_posts"]) == (2, 3)
@@ -229,7 +261,9 @@ def test_case_variants_are_one_subreddit_and_empty_input():
     row = res.neighbours.filter(subreddit="askreddit", measure="jaccard").row(0, named=True)
     assert (row["neighbour"], row["overlap"], row["value"]) == ("pics", 1, pytest.approx(1 / 3))
     assert res.n_users == 3 and res.n_memberships == 4
-    empty = graph.compute_graph(posts.clear().lazy(), top_n=10, min_posts=0, k=5)
+    empty = graph.compute_graph(
+        posts.clear().lazy(), schema_defaults(GraphSettings, top_n=10, min_posts=0, k=5)
+    )
     assert empty.subreddits.height == 0 and empty.neighbours.height == 0
 
 
@@ -251,7 +285,17 @@ def test_small_random_graphs_equal_brute_force(memberships, k, top_n, min_posts,
         }
     )
     _, _, _, kept, expected = brute_force(posts, top_n, min_posts, k)
-    res = graph.compute_graph(posts.lazy(), top_n, min_posts, k, 2, 0.0005 if tiny_blocks else 64)
+    res = graph.compute_graph(
+        posts.lazy(),
+        schema_defaults(
+            GraphSettings,
+            top_n=top_n,
+            min_posts=min_posts,
+            k=k,
+            block_mb=0.0005 if tiny_blocks else 64,
+        ),
+        2,
+    )
     assert sorted(res.subreddits.filter("kept")["subreddit"]) == sorted(kept)
     got = {}
     for row in res.neighbours.iter_rows(named=True):
@@ -270,7 +314,7 @@ def test_small_random_graphs_equal_brute_force(memberships, k, top_n, min_posts,
     [({"k": "x"}, "graph.k"), ({"block_mb": 0}, "graph.block_mb"), ({"topn": 5}, "graph.topn")],
 )
 def test_graph_config_errors_name_the_key(section, key):
-    from splits.config import validate_config
+    from splits.config.schema import validate_config
 
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate_config({"graph": section})

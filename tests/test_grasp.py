@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.probes.grasp import (
     METRICS,
     RatingMatrix,

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 from splits import cli
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.probes.judges import judge_attributes, judge_name, judgments_to_ratings
 
 

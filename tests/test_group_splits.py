@@ -18,8 +18,10 @@ import polars as pl
 import pytest
 from helpers import exact_sign_flip_p
 from scipy.stats import binomtest
-from splits.config import ConfigError, check_evaluation, load_config, sweep_calibration_size
-from splits.group_splits import group_splits_table, parse_ordered_groups
+from splits.config.schema import load_config
+from splits.errors import ConfigError
+from splits.evaluation.group_splits import group_splits_table, parse_ordered_groups
+from splits.pipeline.checks import check_evaluation, sweep_calibration_size
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 

@@ -10,14 +10,15 @@ from collections import Counter, defaultdict
 import polars as pl
 import pytest
 import yaml
-from splits.config import ConfigError, Demographic, load_demographics
-from splits.groupness import (
+from splits.config.definitions import Demographic, load_demographics
+from splits.demographics.groupness import (
     FORMULAS,
     build_users,
     demographic_posts,
     groupness_column,
     read_bots,
 )
+from splits.errors import ConfigError
 
 SEEDS = ("SeedA", "seedb", "SeedC")
 
@@ -264,7 +265,7 @@ def test_release_json_and_paper_yaml_load_the_same_facts(reference_dir, repo_roo
 def test_d_d_is_written_sorted_in_parts(tmp_path, monkeypatch):
     """D_d is sorted by post id while holding at most SORT_ROWS posts: the file equals an
     in-memory sort whatever the part size (one pass per part), and the CLI writes it so."""
-    from splits import groupness
+    from splits.demographics import groupness
     from splits.io import write_sorted_parquet
 
     posts = make_posts(60, seed=3).sample(fraction=1.0, shuffle=True, seed=1)

@@ -16,9 +16,9 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from splits.config import load_demographics
-from splits.groupness import build_users, demographic_posts, read_bots
-from splits.selfid import PhraseSet, find_phrases, roc_auc, selfid_search
+from splits.config.definitions import load_demographics
+from splits.demographics.groupness import build_users, demographic_posts, read_bots
+from splits.demographics.selfid import PhraseSet, find_phrases, roc_auc, selfid_search
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 from splits.cli import main
-from splits.config import ConfigError
-from splits.human import (
+from splits.errors import ConfigError
+from splits.evaluation.human import (
     MEASURES,
     blind,
     combine_files,

@@ -6,8 +6,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-from splits.config import ConfigError, check_hypotheses, load_config, load_demographics, load_topics
+from splits.config.definitions import load_demographics, load_topics
+from splits.config.schema import load_config
+from splits.errors import ConfigError
 from splits.hypotheses.lexicon import Cleaner, read_records
+from splits.pipeline.checks import check_hypotheses
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
@@ -84,7 +87,7 @@ def test_an_llm_tm_needs_the_theory_model(config):
 
 
 def test_schema_rejects_bad_values(repo_root):
-    from splits.config import validate_config
+    from splits.config.schema import validate_config
 
     for section, message in (
         ({"k_fractions": [0]}, "hypotheses.k_fractions.0"),

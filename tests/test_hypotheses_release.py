@@ -14,7 +14,7 @@ import pandas as pd
 import polars as pl
 import pytest
 from scipy.stats import hypergeom
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.hypotheses.lexicon import Hypothesis
 from splits.hypotheses.lift import LiftSettings, evaluate_set, lift_frame
 from splits.hypotheses.release import RetrievalSettings, release_seed

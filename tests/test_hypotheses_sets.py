@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 import yaml
 from splits.cli import main
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.hypotheses.lexicon import Cleaner, Limits, read_records
 from splits.hypotheses.sources import oracle_records, parse_lexicon_reply
 from splits.testing.fake_openai_server import FakeOpenAIServer

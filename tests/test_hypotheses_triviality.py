@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.hypotheses.triviality import (
     HashedNgramEncoder,
     covered_identity_words,

@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 import zstandard
-from splits.ingest import REASONS, ingest_shard, load_bot_list, shard_names
-from splits.ingest_merge import merge
+from splits.ingest import merge
+from splits.ingest.read import REASONS, ingest_shard, load_bot_list, shard_names
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -406,7 +406,7 @@ def test_config_errors_stop_snakemake_with_one_line(tmp_path, edit, message):
 @pytest.mark.parametrize("indent", [None, 2])
 def test_titles_streamed_in_small_chunks_equal_json_load(tmp_path, indent):
     """Fast (literal-cut) and fallback (entry by entry) title readers give what json.load gives."""
-    from splits.ingest import _Source, read_titles
+    from splits.ingest.read import _Source, read_titles
 
     convs = {
         f"id{i}": {
@@ -451,7 +451,7 @@ def test_bad_line_deep_in_a_big_chunk_costs_one_small_slow_piece(tmp_path):
 
 
 def test_title_index_lookup_equals_dict_oracle():
-    from splits.ingest import TitleIndex
+    from splits.ingest.read import TitleIndex
 
     titles = pl.DataFrame(
         {
@@ -479,7 +479,7 @@ def test_parallel_chunks_give_the_bytes_of_a_serial_run(tmp_path, monkeypatch):
     """Chunks parsed and cleaned by worker threads, several in flight, come out in input
     order: the Parquet file is byte for byte that of a one-chunk-at-a-time run and the reports
     count the same (bad lines, duplicates and titles spread over many small chunks)."""
-    import splits.ingest as ingest
+    import splits.ingest.read as ingest
 
     lines = [_line(_utt(f"s{k}", f"s{k}", text=f"root {k}")) for k in range(40)]
     for i in range(4000):

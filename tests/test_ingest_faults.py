@@ -25,10 +25,11 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from splits.cli import main as splits_main
-from splits.config import InputError, load_demographics, load_topics
-from splits.ingest import REASONS, ingest_shard, load_bot_list
-from splits.ingest_merge import merge
-from splits.synth import SynthParams, generate
+from splits.config.definitions import load_demographics, load_topics
+from splits.errors import InputError
+from splits.ingest import merge
+from splits.ingest.read import REASONS, ingest_shard, load_bot_list
+from splits.ingest.synth import SynthParams, generate
 
 REPO = Path(__file__).resolve().parents[1]
 CORNELL = REPO.parent / "shared" / "reference" / "realdata" / "convokit_cornell"
@@ -618,7 +619,7 @@ def test_single_post_bots_are_caught_by_their_marks(tmp_path):
 
 
 def test_marks_rule_on_planted_accounts():
-    from splits.ingest_merge import templated_bots
+    from splits.ingest.merge import templated_bots
 
     texts = {
         "OneShotBot": ["Here you go! ^(I'm ^a ^bot) ^| ^[feedback](/message/compose?to=x)"],
@@ -787,7 +788,7 @@ def test_bots_signed_as_in_the_issue_are_caught_and_humans_kept():
     conversions, the same closing line); an account not named bot that signs its posts as a
     bot, or links its own user page as a relative Markdown link; humans who say "beep boop"
     once, mention their own /u/ name in plain text, or whose name ends in bot, are kept."""
-    from splits.ingest_merge import bot_verdicts
+    from splits.ingest.merge import bot_verdicts
 
     book = (
         "Beep. Boop. I'm a robot. Here's a copy of\n\n###[Frankenstein](https://snewd.com/"

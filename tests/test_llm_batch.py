@@ -29,7 +29,7 @@ import polars as pl
 import pytest
 import yaml
 from splits.cli import main
-from splits.evaluation import display_names
+from splits.evaluation.common import display_names
 from splits.io import write_parquet
 from splits.llm import (
     Backend,
@@ -98,8 +98,8 @@ def _quadruplets(n=6, k=4):
 
 
 def test_fully_cached_job_never_builds_its_engine(tmp_path):
-    from splits.evaluation import load_template
-    from splits.theory import TM_REQUIRED, TM_SLOTS, build_tm_requests
+    from splits.evaluation.common import load_template
+    from splits.evaluation.theorize import TM_REQUIRED, TM_SLOTS, build_tm_requests
 
     write_parquet(_quadruplets(), tmp_path / "quads.parquet")
     rows_path = tmp_path / "rows.parquet"

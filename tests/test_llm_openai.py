@@ -8,7 +8,7 @@ import time
 
 import pytest
 from splits.cli import main as splits_main
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm import LLMError, Request, SamplingParams, load_model
 from splits.llm.openai_api import backoff_delay, parse_retry_after
 from splits.testing.fake_openai_server import FakeOpenAIServer

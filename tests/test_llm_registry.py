@@ -8,7 +8,8 @@ import sys
 import textwrap
 
 import pytest
-from splits.config import ConfigError, load_config
+from splits.config.schema import load_config
+from splits.errors import ConfigError
 from splits.llm import (
     Backend,
     Completion,

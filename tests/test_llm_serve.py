@@ -29,7 +29,8 @@ import httpx
 import polars as pl
 import pytest
 import yaml
-from splits.config import ConfigError, load_schema, validate_config
+from splits.config.schema import load_schema, validate_config
+from splits.errors import ConfigError
 from splits.llm import Request, SamplingParams, load_model
 from splits.llm.serve import (
     SERVE_ENV,

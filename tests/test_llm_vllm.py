@@ -8,7 +8,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm import Request, SamplingParams, load_model, validate_registry
 from splits.llm.vllm_backend import VLLMBackend, engine_kwargs, sampling_kwargs
 

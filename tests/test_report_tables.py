@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from helpers import TableCells
 from splits.cli import main
-from splits.config import ConfigError
-from splits.report_tables import MAX_ROWS, render, report_pages
+from splits.errors import ConfigError
+from splits.report.tables import MAX_ROWS, render, report_pages
 
 
 def parse(page: str) -> TableCells:

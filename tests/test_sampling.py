@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from splits import sampling
-from splits.config import ConfigError
-from splits.sampling import (
+from splits.errors import ConfigError
+from splits.sampling import draw as sampling
+from splits.sampling.draw import (
     RELEASE_COLUMNS,
     sample_quadruplets,
     validate_quadruplets,
@@ -265,7 +265,7 @@ def test_empty_pairs_are_warned_with_their_counts(tmp_path, caplog):
     topic_posts = topic_posts_frame(
         {("t", "a"): 50, ("t", "b"): 50, ("t", "c"): 4, ("u", "a"): 9, ("u", "b"): 9}
     )
-    with caplog.at_level("WARNING", logger="splits.sampling"):
+    with caplog.at_level("WARNING", logger="splits.sampling.draw"):
         assert _run_sample(tmp_path, topic_posts, 4) == 0
     warnings = [
         r.getMessage()

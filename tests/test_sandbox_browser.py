@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from splits.evaluation import display_names
+from splits.evaluation.common import display_names
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import copy_repo, error_lines
 from snakemake.utils import update_config
-from splits.config import InputError
+from splits.errors import InputError
 from splits.io import ParquetAppender, atomic_path, write_json, write_parquet, write_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -575,7 +575,7 @@ def test_a_file_damaged_past_its_footer_is_found_and_named_when_the_stage_fails(
     polars or pyarrow, and every input is read whole to name the damaged one in one line."""
     import random
 
-    from splits.ingest import POSTS_SCHEMA
+    from splits.ingest.read import POSTS_SCHEMA
 
     n = 50_000
     posts = pl.DataFrame(
@@ -619,10 +619,10 @@ def test_a_file_damaged_past_its_footer_is_found_and_named_when_the_stage_fails(
 def test_the_folder_claim_refuses_a_second_run_lets_a_dry_run_through_and_dies_with_its_holder(
     tmp_path,
 ):
-    """splits.runlock directly: a process holds the claim; a run is refused naming it, a dry run
+    """splits.pipeline.runlock directly: a process holds the claim; a run is refused naming it, a dry run
     and --unlock are let through and remove nothing; once the holder is killed the claim is free
     and the locks its run left are removed."""
-    from splits import runlock
+    from splits.pipeline import runlock
 
     state = tmp_path / ".snakemake"
     holder = subprocess.Popen(

@@ -15,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from splits import graph, seeds
-from splits.config import ConfigError
+from splits.config.settings import schema_defaults
+from splits.errors import ConfigError
+from splits.graph import build as graph
+from splits.graph import seeds
+from splits.graph.settings import GraphSettings
 from splits.io import write_parquet
 
 TOP = 10
@@ -46,7 +49,9 @@ def community_posts(seed: int = 3) -> pl.DataFrame:
 @pytest.fixture(scope="module")
 def graph_files(tmp_path_factory) -> tuple[Path, Path]:
     out = tmp_path_factory.mktemp("graph")
-    res = graph.compute_graph(community_posts().lazy(), top_n=1000, min_posts=1, k=20)
+    res = graph.compute_graph(
+        community_posts().lazy(), schema_defaults(GraphSettings, top_n=1000, min_posts=1, k=20)
+    )
     return (
         write_parquet(res.neighbours, out / "neighbours.parquet"),
         write_parquet(res.subreddits, out / "subreddits.parquet"),
@@ -380,7 +385,9 @@ def synth_graph(tmp_path_factory):
     assert proc.returncode == 0, proc.stderr[-3000:]
     posts = pl.read_parquet(out / "post_truth.parquet", columns=["post_id", "subreddit", "author"])
     meta = json.loads((out / "synth_meta.json").read_text())
-    res = graph.compute_graph(posts.lazy(), top_n=50000, min_posts=20, k=20)
+    res = graph.compute_graph(
+        posts.lazy(), schema_defaults(GraphSettings, top_n=50000, min_posts=20, k=20)
+    )
     return res, {d: v["seed_subreddits"] for d, v in meta["demographics"].items()}
 
 

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from splits.config import ConfigError, Demographic, load_demographics
-from splits.llm import Backend, Completion, load_model, register_builtin
-from splits.selfid import (
+from splits.config.definitions import Demographic, load_demographics
+from splits.demographics.selfid import (
     PhraseSet,
     auto_threshold,
     compare_formulas,
@@ -26,6 +25,8 @@ from splits.selfid import (
     verify_llm,
     verify_rules,
 )
+from splits.errors import ConfigError
+from splits.llm import Backend, Completion, load_model, register_builtin
 
 CATHOLIC = PhraseSet.from_lists(
     ["I'm Catholic", "I am a Catholic", "I'm a Roman Catholic", "As a Catholic", "I teach"],
@@ -612,7 +613,7 @@ def _synthetic_users(rate, n: int = 2000, levels: int | None = None, seed: int =
 
 
 def test_breakpoint_support_tells_a_planted_change_point_from_none():
-    from splits.selfid import breakpoint_support
+    from splits.demographics.selfid import breakpoint_support
 
     planted = _synthetic_users(lambda p: np.where(p >= 80, 0.03, 0.002))
     assert auto_threshold(selfid_curve(planted, 20)) == 80.0
@@ -634,19 +635,19 @@ def test_breakpoint_support_tells_a_planted_change_point_from_none():
 
 
 def test_weak_auto_threshold_is_warned(caplog):
-    from splits.selfid import _support
+    from splits.demographics.selfid import _support
 
     flat = _synthetic_users(lambda p: np.full_like(p, 0.003), levels=7)
     found = auto_threshold(selfid_curve(flat, 20))
     chosen = {"threshold": found, "source": "auto", "auto_threshold": found}
-    with caplog.at_level("WARNING", logger="splits.selfid"):
+    with caplog.at_level("WARNING", logger="splits.demographics.selfid"):
         support = _support("nobody", flat, 20, chosen)
     assert not support["supported"]
     (record,) = [r for r in caplog.records if r.levelname == "WARNING"]
     assert "nobody" in record.getMessage() and "weakly supported" in record.getMessage()
     # a fixed threshold is reported, not warned about
     caplog.clear()
-    with caplog.at_level("WARNING", logger="splits.selfid"):
+    with caplog.at_level("WARNING", logger="splits.demographics.selfid"):
         _support("nobody", flat, 20, {**chosen, "source": "fixed", "threshold": 90.0})
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
@@ -748,7 +749,7 @@ def test_too_few_selfids_stop_and_a_fixed_threshold_is_the_way_on(tmp_path, caps
 
 def test_unsupported_plot_says_so_beside_the_threshold(tmp_path, monkeypatch):
     from matplotlib.axes import Axes
-    from splits.selfid import plot_curve
+    from splits.demographics.selfid import plot_curve
 
     labels = []
     original = Axes.axvline

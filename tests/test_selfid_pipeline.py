@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
-from splits.config import load_demographics
+from splits.config.definitions import load_demographics
 
 
 def test_outputs_follow_the_contract(default_run):

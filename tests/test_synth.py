@@ -11,9 +11,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from splits.config import ConfigError, load_demographics, load_topics
-from splits.ingest import ingest_shard
-from splits.synth import SynthParams, generate
+from splits.config.definitions import load_demographics, load_topics
+from splits.errors import ConfigError
+from splits.ingest.read import ingest_shard
+from splits.ingest.synth import SynthParams, generate
 
 REPO = Path(__file__).resolve().parents[1]
 DEMOGRAPHICS = REPO / "config" / "demographics.sample.yaml"

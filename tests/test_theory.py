@@ -7,11 +7,10 @@ import random
 
 import polars as pl
 import pytest
-from splits.config import CM_SLOTS, ConfigError
-from splits.evaluation import parse_template
-from splits.llm import load_model
-from splits.llm.base import SamplingParams
-from splits.theory import (
+from splits.config.templates import CM_SLOTS
+from splits.errors import ConfigError
+from splits.evaluation.common import parse_template
+from splits.evaluation.theorize import (
     TM_REQUIRED,
     TM_SLOTS,
     build_tm_requests,
@@ -22,6 +21,8 @@ from splits.theory import (
     subsample,
     theorize_rows,
 )
+from splits.llm import load_model
+from splits.llm.base import SamplingParams
 
 NAMES = {"catholic": "Catholic", "teacher": "teacher"}
 REGISTRY = {

@@ -7,9 +7,10 @@ import json
 import polars as pl
 import pytest
 import yaml
-from splits import topics as topics_stage
-from splits.config import ConfigError, load_topics
+from splits.config.definitions import load_topics
+from splits.errors import ConfigError
 from splits.llm import Backend, Completion, load_model, register_builtin
+from splits.topics import generate as topics_stage
 
 PAPER_CATEGORIES = {
     "Sports & Fitness",

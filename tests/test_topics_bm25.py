@@ -16,11 +16,12 @@ import polars as pl
 import pytest
 import yaml
 from conftest import error_lines
-from splits import bm25
-from splits.bm25 import BM25Index, CorpusStats, ShardCounts, TopicSplitParams
-from splits.bm25_scoring import METHODS, BM25Params
-from splits.config import ConfigError, Topic
+from splits.config.definitions import Topic
+from splits.errors import ConfigError
+from splits.retrieval.bm25 import METHODS, BM25Params
 from splits.text import content_words
+from splits.topics import retrieval as bm25
+from splits.topics.retrieval import BM25Index, CorpusStats, ShardCounts, TopicSplitParams
 
 #: one-word keywords, so a post holds a keyword exactly when it holds one of the query's tokens
 TOPICS = [

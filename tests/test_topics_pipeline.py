@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 import yaml
-from splits.bm25 import TOPIC_POSTS_COLUMNS
-from splits.sampling import validate_quadruplets
+from splits.sampling.draw import validate_quadruplets
+from splits.topics.retrieval import TOPIC_POSTS_COLUMNS
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +68,9 @@ def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, resul
     import math
 
     import rank_bm25
-    from splits.bm25 import query_tokens
-    from splits.config import THRESHOLDS_SUPPORT_KEY, load_topics
+    from splits.config.definitions import THRESHOLDS_SUPPORT_KEY, load_topics
     from splits.text import content_words, words
+    from splits.topics.retrieval import query_tokens
 
     config = yaml.safe_load((default_run / "config" / "config.yaml").read_text())["topics"]
     assert config["index"] == "shared"

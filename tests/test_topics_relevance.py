@@ -10,11 +10,11 @@ import re
 
 import polars as pl
 import pytest
-from splits import bm25
-from splits.bm25 import TopicSplitParams
-from splits.config import Topic
+from splits.config.definitions import Topic
 from splits.health import read_findings
 from splits.text import words
+from splits.topics import retrieval as bm25
+from splits.topics.retrieval import TopicSplitParams
 
 GARDENING = Topic("Hobbies", "Gardening", ("gardening", "home gardening", "plant care"))
 BASKETBALL = Topic("Sports", "Basketball", ("basketball", "three pointer", "free throw"))
@@ -110,8 +110,7 @@ def test_home_and_care_alone_do_not_make_a_gardening_post():
 
 def test_ranking_within_matching_posts_is_still_bm25():
     import rank_bm25
-    from splits.bm25 import query_tokens
-    from splits.text import content_words
+    from splits.text import content_words, query_tokens
 
     posts = corpus()
     table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=5, drop_fraction=0.0))

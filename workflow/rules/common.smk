@@ -1,27 +1,61 @@
 # Targets and input functions of the rule files. The config was checked when the Snakefile
-# started (splits.config_checks); the lists of paths and arguments come from splits.targets.
+# started (splits.pipeline.start); the lists of paths and arguments come from splits.pipeline.targets.
 
 import json
 from pathlib import Path
 
-from splits.config import DEMOGRAPHICS_GROUP_SET, PATH_NAME, ConfigError
-from splits.config import load_demographics, load_group_sets, load_topics
-from splits.config_checks import stop_on_config_error
-from splits.export import salt_fingerprint_for_jobs
+from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, PATH_NAME
+from splits.config.settings import settings_json
+from splits.errors import ConfigError
+from splits.graph.settings import GraphSettings
+from splits.config.definitions import load_demographics, load_group_sets, load_topics
+from splits.pipeline.start import stop_on_config_error
+from splits.sampling.export import salt_fingerprint_for_jobs
 from splits.llm.registry import gpu_resources
-from splits.targets import EVALUATION_ROWS, HYPOTHESIS_SET, PROBES_JUDGES_MIN_RATERS
-from splits.targets import backend, evaluation_batch_reports, evaluation_cm_plan
-from splits.targets import evaluation_groups_json, evaluation_model_args
-from splits.targets import evaluation_ordered_groups_json, evaluation_tm_plan
-from splits.targets import evaluation_tm_prompt_args, experiment_rows, final_targets
-from splits.targets import generate_topics_categories_args, hypotheses_encoder_args
-from splits.targets import hypotheses_limits, hypotheses_model_args
-from splits.targets import hypotheses_theory_args, hypothesis_sets, in_batch_job
-from splits.targets import ingest_shards, model_spec_json, probe_grasp_column_args
-from splits.targets import probe_judge_args, probe_reference_data
-from splits.targets import probe_stress_groups_args, probes_reference_targets, rows_file
-from splits.targets import selfid_verifier_args, synth_corpus_outputs, synth_plant_args
-from splits.targets import theories_file
+from splits.pipeline.targets import (
+    EVALUATION_ROWS,
+    HYPOTHESIS_SET,
+    PROBES_JUDGES_MIN_RATERS,
+)
+from splits.pipeline.targets import (
+    backend,
+    evaluation_batch_reports,
+    evaluation_cm_plan,
+)
+from splits.pipeline.targets import evaluation_groups_json, evaluation_model_args
+from splits.pipeline.targets import evaluation_ordered_groups_json, evaluation_tm_plan
+from splits.pipeline.targets import (
+    evaluation_tm_prompt_args,
+    experiment_rows,
+    final_targets,
+)
+from splits.pipeline.targets import (
+    generate_topics_categories_args,
+    hypotheses_encoder_args,
+)
+from splits.pipeline.targets import hypotheses_limits, hypotheses_model_args
+from splits.pipeline.targets import (
+    hypotheses_theory_args,
+    hypothesis_sets,
+    in_batch_job,
+)
+from splits.pipeline.targets import (
+    ingest_shards,
+    model_spec_json,
+    probe_grasp_column_args,
+)
+from splits.pipeline.targets import probe_judge_args, probe_reference_data
+from splits.pipeline.targets import (
+    probe_stress_groups_args,
+    probes_reference_targets,
+    rows_file,
+)
+from splits.pipeline.targets import (
+    selfid_verifier_args,
+    synth_corpus_outputs,
+    synth_plant_args,
+)
+from splits.pipeline.targets import theories_file
 
 RESULTS = config["outdir"]
 DEMOGRAPHICS = load_demographics(config["demographics"]["file"])

@@ -20,10 +20,8 @@ rule graph:
             2048 + threads * config["graph"]["block_mb"]
         ),
     params:
-        top_n=config["graph"]["top_n"],
-        min_posts=config["graph"]["min_posts"],
-        k=config["graph"]["k"],
-        block_mb=config["graph"]["block_mb"],
+        settings=settings_json(config, GraphSettings),
         out_dir=lambda wildcards, output: Path(output.subreddits).parent,
     shell:
-        "splits graph --posts {input.posts:q} --top-n {params.top_n:q} --min-posts {params.min_posts:q} --k {params.k:q} --block-mb {params.block_mb:q} --threads {threads} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "splits graph --posts {input.posts:q} --threads {threads} --out-dir {params.out_dir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"

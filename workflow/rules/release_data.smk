@@ -1,5 +1,5 @@
 # The authors' released posts (Hugging Face dataset ecaplan/splits, a local copy) as the topic
-# posts table, when release_data.path is set (splits.release_data).
+# posts table, when release_data.path is set (splits.release_data.load).
 
 
 rule release_topic_posts:

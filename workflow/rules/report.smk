@@ -1,7 +1,7 @@
 # HTML pages of the tables the report shows: a browser shows images, HTML and PDF in the report,
 # while CSV, Parquet, JSON and Markdown would be downloads only. Each page lies beside its table;
 # `splits report-tables` renders them from the outputs themselves; rule all asks for the pages of
-# the tables its targets' jobs write (splits.report_tables.report_pages).
+# the tables its targets' jobs write (splits.report.tables.report_pages).
 
 
 rule report_ingest:

@@ -15,7 +15,7 @@ import sys
 import time
 
 from splits import __version__
-from splits.config import ConfigError, InputError
+from splits.errors import ConfigError, InputError
 from splits.filecheck import check_inputs, find_damaged, is_data_error, os_errno, os_error_line
 from splits.llm.base import LLMError
 from splits.llm.secrets import ScrubbingFilter, scrub_secrets
@@ -23,57 +23,63 @@ from splits.llm.secrets import ScrubbingFilter, scrub_secrets
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "synth": (
-        "splits.synth",
+        "splits.ingest.synth",
         "generate the deterministic sample Reddit corpus and its ground truth",
     ),
     "fetch-convokit": (
-        "splits.fetch",
+        "splits.ingest.fetch",
         "download ConvoKit subreddit corpora (needs the convokit extra)",
     ),
-    "ingest": ("splits.ingest", "ingest one ConvoKit / Pushshift input shard into the posts table"),
+    "ingest": (
+        "splits.ingest.read",
+        "ingest one ConvoKit / Pushshift input shard into the posts table",
+    ),
     "merge-posts": (
-        "splits.ingest_merge",
+        "splits.ingest.merge",
         "merge ingested shards: cross-shard duplicates and the ingest report",
     ),
     "graph": (
-        "splits.graph",
+        "splits.graph.cli",
         "subreddit user graph: top-N subreddits, Jaccard and cosine neighbours",
     ),
     "expand-seeds": (
-        "splits.seeds",
+        "splits.graph.seeds",
         "interactive (or replayed) seed-set expansion over the neighbour lists",
     ),
     "groupness": (
-        "splits.groupness",
+        "splits.demographics.groupness",
         "per-demographic users, D_d posts, group-ness and percentiles",
     ),
-    "selfid": ("splits.selfid", "self-ID phrase search, verification, curves and thresholds"),
-    "generate-topics": ("splits.topics", "generate a neutral topic list through an LLM"),
-    "topic-splits": ("splits.bm25", "BM25 retrieval of topic posts per demographic"),
-    "sample": ("splits.sampling", "sample Group Theorization quadruplets and validate them"),
+    "selfid": (
+        "splits.demographics.selfid",
+        "self-ID phrase search, verification, curves and thresholds",
+    ),
+    "generate-topics": ("splits.topics.generate", "generate a neutral topic list through an LLM"),
+    "topic-splits": ("splits.topics.retrieval", "BM25 retrieval of topic posts per demographic"),
+    "sample": ("splits.sampling.draw", "sample Group Theorization quadruplets and validate them"),
     "export": (
-        "splits.export",
+        "splits.sampling.export",
         "export the dataset (Parquet, dataset card, hashed authors, counts)",
     ),
-    "theorize": ("splits.theory", "theory-model (TM) stage"),
-    "classify": ("splits.classify", "classification-model (CM) stage"),
+    "theorize": ("splits.evaluation.theorize", "theory-model (TM) stage"),
+    "classify": ("splits.evaluation.classify", "classification-model (CM) stage"),
     "model-batch": (
-        "splits.model_batch",
+        "splits.evaluation.model_batch",
         "every TM or CM prompt of one model through one engine (evaluation batch jobs)",
     ),
-    "metrics": ("splits.metrics", "accuracy tables with intervals and paired tests"),
+    "metrics": ("splits.evaluation.metrics", "accuracy tables with intervals and paired tests"),
     "group-splits": (
-        "splits.group_splits",
+        "splits.evaluation.group_splits",
         "groups of TMs (strong vs weak) per split: gaps, paired tests, examples",
     ),
-    "report": ("splits.report", "plots and tables for the evaluation report"),
+    "report": ("splits.evaluation.report", "plots and tables for the evaluation report"),
     "report-tables": (
-        "splits.report_tables",
+        "splits.report.tables",
         "HTML pages of table outputs (CSV, Parquet, JSON, Markdown) for the Snakemake report",
     ),
-    "human": ("splits.human", "human-validation annotation sheets and scores"),
+    "human": ("splits.evaluation.human", "human-validation annotation sheets and scores"),
     "release-data": (
-        "splits.release_data",
+        "splits.release_data.load",
         "the authors' Hugging Face dataset (ecaplan/splits, a local copy) as the pipeline's tables",
     ),
     "hypotheses": (

@@ -7,7 +7,7 @@ file, and a rerun would fail the same way, since Snakemake sees a finished outpu
 :func:`check_inputs` reads every existing file among a command's arguments (the Snakemake rules
 pass each input as an argument, and Snakemake removes a job's old outputs before it starts, so
 these are the job's inputs): a Parquet file's footer and schema, a JSON file whole, any other
-file's first byte. The first one that fails raises :class:`~splits.config.InputError` with one
+file's first byte. The first one that fails raises :class:`~splits.errors.InputError` with one
 line: which file, what is wrong, and what to run: ``snakemake --forcerun <rule>`` with the rule
 that made it (from Snakemake's record of the folder), or, for a file this folder's runs did not
 make, to replace it. A file damaged past its footer passes; when the stage then fails with a
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from splits.config import InputError
+from splits.errors import InputError
 
 #: options whose values a stage writes (never checked: they are made, not read)
 OUTPUT_DESTS = ("report", "summary", "pages")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
 import polars as pl
 
@@ -88,3 +89,8 @@ def content_terms(text: str, bigrams: bool = True) -> list[str]:
                 if _is_content(a) and _is_content(b)
             ]
     return out
+
+
+def query_tokens(keywords: Iterable[str]) -> list[str]:
+    """The query of a topic: the tokens of every keyword phrase, in order, with repetition."""
+    return [token for phrase in keywords for token in content_words(phrase)]

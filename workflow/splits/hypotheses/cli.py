@@ -15,7 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
-from splits.config import ConfigError, load_demographics, load_topics
+from splits.config.definitions import load_demographics, load_topics
+from splits.errors import ConfigError
 from splits.hypotheses.lexicon import (
     Limits,
     frame_hypotheses,
@@ -64,7 +65,7 @@ def _read_topic_posts(path: str) -> pl.DataFrame:
 
 
 def _model(args: argparse.Namespace):
-    from splits.evaluation import model_registry
+    from splits.evaluation.common import model_registry
     from splits.llm import load_model
 
     return load_model(args.model, model_registry(args.model, args.model_spec), args.cache)
@@ -133,7 +134,7 @@ def run_sample(args: argparse.Namespace) -> int:
 
 
 def run_theories(args: argparse.Namespace) -> int:
-    from splits.evaluation import display_names, read_rows
+    from splits.evaluation.common import display_names, read_rows
     from splits.hypotheses.sources import (
         clean_records,
         oracle_records,
@@ -178,7 +179,7 @@ def run_theories(args: argparse.Namespace) -> int:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from splits.evaluation import display_names
+    from splits.evaluation.common import display_names
     from splits.hypotheses.sources import clean_records, generation_requests, records_from_replies
 
     topics, demographics = _run_context(args)

@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.text import words
 
 SOURCES = ("user", "llm", "theory", "known", "planted", "null", "trivial")

@@ -8,7 +8,7 @@
 - the query ``"kw1" OR "kw2" ...`` of the lexicon's entries as given (order and repeats kept:
   Lucene merges a repeated entry into one clause with a boost), each entry a phrase of the
   analyzer's tokens (``words``, or WordPiece from ``bert-base-uncased``'s vocab.txt as the
-  release does), scored by Lucene's BM25 (``splits.bm25_scoring``, k1 0.9, b 0.4);
+  release does), scored by Lucene's BM25 (``splits.retrieval.bm25``, k1 0.9, b 0.4);
 - the first ``doc_count`` hits by score, ties by post id (Anserini's order), then, when fewer
   posts match, padding up to ``doc_count`` with the unretrieved posts in index order shuffled
   by ``random.Random(int(md5(query).hexdigest(), 16) % 2**32)``;
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from splits.analyzers import RELEASE_MAX_TOKENS, WORDS, make_analyzer
-from splits.bm25_scoring import LUCENE, ROBERTSON, BM25Params, anserini_display, anserini_order
-from splits.config import ConfigError
+from splits.errors import ConfigError
+from splits.retrieval.analyzers import RELEASE_MAX_TOKENS, WORDS, make_analyzer
+from splits.retrieval.bm25 import LUCENE, ROBERTSON, BM25Params, anserini_display, anserini_order
 
 PROJECT, RELEASE = "project", "release"
 MODES = (PROJECT, RELEASE)

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from splits.analyzers import Analyzer
-from splits.bm25 import EPSILON, K1, B
-from splits.bm25_scoring import ROBERTSON, BM25Params, BM25Scorer, merge_clauses
 from splits.hypotheses.lexicon import canonical_lexicon, entry_tokens, query_text
-from splits.phrases import PositionalIndex
+from splits.retrieval.analyzers import Analyzer
+from splits.retrieval.bm25 import ROBERTSON, BM25Params, BM25Scorer, merge_clauses
+from splits.retrieval.phrases import PositionalIndex
 from splits.text import WORD_RE
+from splits.topics.retrieval import EPSILON, K1, B
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -129,7 +129,7 @@ class PoolIndex:
         params: BM25Params | None = None,
         analyzer: Analyzer | None = None,
     ):
-        """``params``: another BM25 variant than rank_bm25's (``splits.bm25_scoring``);
+        """``params``: another BM25 variant than rank_bm25's (``splits.retrieval.bm25``);
         ``analyzer``: the tokens of posts and entries (default: lowercase letter/digit runs)."""
         if pool.size == 0:
             raise ValueError(f"pool {pool.topic!r} {pool.group_a}/{pool.group_b} has no posts")
@@ -201,7 +201,7 @@ class PoolIndex:
 
     def phrase_frequency(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(posts ascending, occurrences) of the consecutive token sequence ``ids``
-        (``splits.phrases``: overlapping occurrences count, no phrase spans two posts)."""
+        (``splits.retrieval.phrases``: overlapping occurrences count, no phrase spans two posts)."""
         return self.positions.phrase_frequency([self._terms[i] for i in ids])
 
     def entry_tokens(self, entry: str) -> tuple[str, ...]:

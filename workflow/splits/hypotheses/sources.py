@@ -33,12 +33,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.config import ConfigError
-from splits.evaluation import load_template
+from splits.errors import ConfigError
+from splits.evaluation.common import load_template, one_line
 from splits.hypotheses.lexicon import Cleaner, entry_tokens, stable_id
 from splits.llm.base import Request, SamplingParams
 from splits.text import STOP_WORDS
-from splits.theory import one_line
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ def sample_records(
     seed: int,
 ) -> list[dict[str, Any]]:
     """Planted, null and trivial hypotheses of the sample corpus (see the module docstring)."""
-    from splits.synth import MARKER_ADJECTIVES, MARKER_NOUNS
+    from splits.ingest.synth import MARKER_ADJECTIVES, MARKER_NOUNS
 
     planted = meta.get("demographics") or {}
     # the generator lists markers for every topic; only these topics carry the difference

@@ -37,7 +37,8 @@ import numpy as np
 import yaml
 from threadpoolctl import threadpool_limits
 
-from splits.config import ConfigError, load_demographics
+from splits.config.definitions import load_demographics
+from splits.errors import ConfigError
 from splits.hypotheses.lexicon import entry_tokens
 
 log = logging.getLogger(__name__)

@@ -54,7 +54,7 @@ class Backend(ABC):
 
     name: str
     #: Python modules the engine imports when it is built, and the pip extra of splits that
-    #: installs them: checked before any job runs (splits.config_checks.check_extras)
+    #: installs them: checked before any job runs (splits.pipeline.start.check_extras)
     requires: tuple[str, ...] = ()
     extra: str | None = None
 

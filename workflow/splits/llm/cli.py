@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from splits.config import ConfigError, load_config
+from splits.config.schema import load_config
+from splits.errors import ConfigError
 from splits.io import write_text
 from splits.llm.base import LLMError, Request, SamplingParams
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm.base import Backend, Completion, Request, SamplingParams
 from splits.llm.fingerprint import hf_identity
 

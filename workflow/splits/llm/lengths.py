@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm.base import Completion, LLMError, Request
 
 log = logging.getLogger(__name__)

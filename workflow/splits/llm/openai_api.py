@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from typing import Any
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm.base import Backend, Completion, LLMError, Request
 from splits.llm.secrets import register_secret, scrub_secrets
 

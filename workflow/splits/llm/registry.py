@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from splits.config import ConfigError, load_schema, validate_config
+from splits.config.schema import load_schema, validate_config
+from splits.errors import ConfigError
 from splits.llm.base import BUILTIN_MODELS, Backend, Completion, LLMError, Request
 from splits.llm.cache import ResponseCache, request_key
 
@@ -103,14 +104,14 @@ BACKENDS: dict[str, str] = {
     "vllm": "splits.llm.vllm_backend:VLLMBackend",
     "openai": "splits.llm.openai_api:OpenAIBackend",
     "transformers": "splits.llm.hf:TransformersBackend",
-    "python": "splits.custom_tm:PythonTM",
+    "python": "splits.evaluation.custom_tm:PythonTM",
 }
 #: builtin kind (``backend: builtin``) -> "module:Class" of its Backend, imported the same way;
 #: kinds registered at run time with ``register_builtin`` (tests, plugins) come first
 BUILTIN_KINDS: dict[str, str] = {
-    "lexical": "splits.classify:LexicalCM",
-    "no-theory": "splits.theory:NoTheoryTM",
-    "oracle-lexical": "splits.theory:OracleLexicalTM",
+    "lexical": "splits.evaluation.classify:LexicalCM",
+    "no-theory": "splits.evaluation.theorize:NoTheoryTM",
+    "oracle-lexical": "splits.evaluation.theorize:OracleLexicalTM",
     "probe-scripted": "splits.probes.scripted:ScriptedProbeModel",
 }
 #: optional library a backend imports -> the extra of this package that installs it

@@ -50,7 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm.base import Backend, Completion, LLMError, Request, SamplingParams
 from splits.llm.cache import request_key
 

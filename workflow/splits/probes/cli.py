@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.io import write_json, write_parquet
 from splits.plots import message_figure, save_figure
 
@@ -495,7 +495,7 @@ def run_stress(args) -> int:
 
 
 def run_empathy(args) -> int:
-    from splits.config import DEMOGRAPHICS_GROUP_SET, load_group_sets
+    from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, load_group_sets
     from splits.probes.common import envent_items, read_prompt, topic_post_items
     from splits.probes.empathy import (
         EmpathySettings,

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import polars as pl
 
-from splits.config import ConfigError, load_demographics, unknown_slot_error, unknown_slots
+from splits.config.definitions import load_demographics
+from splits.config.templates import unknown_slot_error, unknown_slots
+from splits.errors import ConfigError
 
 #: how a persona or writer of each release demographic is named in prompts
 DEFAULT_GROUP_PHRASES = {

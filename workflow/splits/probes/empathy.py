@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm.base import Request, SamplingParams
 from splits.plots import message_figure, save_figure
 from splits.probes.common import Group, chat, fill, one_line

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.stats import benjamini_hochberg, one_sided_permutation_p
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 
 JUDGMENT_COLUMNS = ("quadruplet_id", "tm", "k", "cm", "predicted_switched")
 RATING_SWITCHED = "switched"

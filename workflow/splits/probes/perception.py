@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 from splits.llm.base import Request, SamplingParams
 from splits.probes.common import Group, chat, fill, one_line
 

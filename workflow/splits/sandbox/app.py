@@ -43,7 +43,7 @@ def import_gradio():
     try:
         import gradio as gr
     except ImportError as err:
-        from splits.config import ConfigError
+        from splits.errors import ConfigError
 
         raise ConfigError(f"the sandbox needs Gradio: pip install -e '.[sandbox]' ({err})") from err
     return gr
@@ -248,7 +248,7 @@ def launch(sandbox: Sandbox, host: str, port: int, block: bool = True):
             css=CSS,
         )
     except OSError as err:
-        from splits.config import ConfigError
+        from splits.errors import ConfigError
 
         raise ConfigError(f"--port {port}: cannot serve on {host}:{port} ({err})") from err
     return app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from splits.config import ConfigError
+from splits.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from splits.config import ConfigError, load_config
+from splits.config.schema import load_config
+from splits.errors import ConfigError
 from splits.hypotheses.engine import HypothesisEngine, QueryError, QueryResult, q_values
 from splits.hypotheses.lexicon import Limits, canonical_lexicon, entry_tokens
 from splits.hypotheses.lift import LiftSettings
@@ -288,7 +289,7 @@ class Sandbox:
         config (the demographics file, identity words) are read from the current directory, as
         Snakemake does. ``encoder``: the triviality encoder (default: the config's
         ``hypotheses.encoder``; ``"none"``: no triviality)."""
-        from splits.evaluation import display_names
+        from splits.evaluation.common import display_names
         from splits.hypotheses.triviality import load_encoder, load_identity_words
 
         config = load_config(configfile)

@@ -1,0 +1,1 @@
+"""The config: its schema (defaults, validation) and the definition files it names."""

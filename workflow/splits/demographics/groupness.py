@@ -1,0 +1,357 @@
+"""Demographic corpora and group-ness (docs/method.md §2.4).
+
+For one demographic d with seed set S_d:
+
+- U_d: users with at least one post in a seed subreddit of S_d (subreddit names compare
+  case-insensitively; seeds that do not occur in the posts are counted in the report);
+- known bots (a shipped list, ``AutoModerator``, ``[deleted]``) are dropped, then the top
+  ``top_user_fraction`` (default 1%) of the remaining users by number of posts in D_d (spam,
+  unknown bots; ties broken by author name so the cut is deterministic);
+- D_d: every post of the remaining users in any KEPT subreddit of the graph stage;
+- group-ness g(u) from c(u, s) = posts of u in seed subreddit s, under three formulas
+  (``sum_log`` is the default; all three are kept in the users table so the self-ID stage can
+  compare them):
+  ``sum_log``          g = sum_s log(1 + c(u,s))
+  ``breadth_x_volume`` g = |{s : c(u,s) > 0}| * log(1 + sum_s c(u,s))
+  ``entropy``          g = log(1 + sum_s c(u,s)) * exp(H(c(u,.) / sum_s c(u,s)))
+- scores are rounded to 9 decimals, so users with the same counts tie exactly;
+- percentile: 100 * (number of users of U_d with a strictly smaller g) / |U_d|, so tied users
+  share a percentile, the lowest users get 0, and "percentile >= 75" keeps at most the top 25%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from splits.config.definitions import Demographic, load_demographics
+from splits.errors import ConfigError
+from splits.health import Finding, log_findings, write_findings
+from splits.io import scan_posts, write_json, write_parquet, write_sorted_parquet
+
+log = logging.getLogger(__name__)
+
+FORMULAS = ("sum_log", "breadth_x_volume", "entropy")
+DEFAULT_FORMULA = "sum_log"
+ALWAYS_BOTS = ("automoderator", "[deleted]")
+SCORE_DECIMALS = 9
+SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
+CLOSEST_NAMES = 3  # subreddit names suggested for a seed that does not occur in the posts
+
+POST_COLUMNS = [
+    "post_id",
+    "kind",
+    "subreddit",
+    "author",
+    "created_utc",
+    "text",
+    "score",
+    "conversation_id",
+    "reply_to",
+]
+USER_COLUMNS = [
+    "author",
+    "demographic",
+    "groupness",
+    "percentile",
+    "n_posts",
+    "n_seed_posts",
+    "n_seed_subreddits",
+]
+
+
+def groupness_column(formula: str) -> str:
+    """The users-table column holding the raw score of one formula."""
+    return f"g_{formula}"
+
+
+def read_bots(path: str | Path | None) -> frozenset[str]:
+    """Known bot names (lowercased): one name per line, ``#`` comments; plus AutoModerator."""
+    names = set(ALWAYS_BOTS)
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"demographics.bots_file: {p} does not exist")
+        for line in p.read_text(encoding="utf-8").splitlines():
+            name = line.split("#", 1)[0].strip()
+            if name:
+                names.add(name.lower())
+    return frozenset(names)
+
+
+def percentile_expr(column: str) -> pl.Expr:
+    """Share (in %) of rows with a strictly smaller value: ties share the lowest rank."""
+    return ((pl.col(column).rank(method="min").cast(pl.Float64) - 1.0) * 100.0 / pl.len()).alias(
+        "percentile"
+    )
+
+
+def seed_counts(posts: pl.LazyFrame, seeds: list[str]) -> pl.LazyFrame:
+    """c(u, s): posts per (author, seed subreddit); seeds compared lowercased."""
+    seeds_lower = sorted({s.lower() for s in seeds})
+    return (
+        posts.select("author", pl.col("subreddit").str.to_lowercase().alias("subreddit"))
+        .filter(pl.col("subreddit").is_in(seeds_lower))
+        .group_by("author", "subreddit")
+        .agg(pl.len().alias("c"))
+    )
+
+
+def groupness_scores(counts: pl.LazyFrame) -> pl.LazyFrame:
+    """Per author: n_seed_posts, n_seed_subreddits and the raw score of every formula."""
+    c = pl.col("c").cast(pl.Float64)
+    total = c.sum()
+    share = c / total
+    # rounded so that users with the same counts tie exactly whatever the summation order
+    return counts.group_by("author").agg(
+        pl.col("c").sum().cast(pl.Int64).alias("n_seed_posts"),
+        pl.len().cast(pl.Int64).alias("n_seed_subreddits"),
+        c.log1p().sum().round(SCORE_DECIMALS).alias(groupness_column("sum_log")),
+        (pl.len().cast(pl.Float64) * total.log1p())
+        .round(SCORE_DECIMALS)
+        .alias(groupness_column("breadth_x_volume")),
+        (total.log1p() * (-(share * share.log()).sum()).exp())
+        .round(SCORE_DECIMALS)
+        .alias(groupness_column("entropy")),
+    )
+
+
+@dataclass
+class GroupnessResult:
+    users: pl.DataFrame
+    report: dict = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def closest_subreddits(seed: str, names: list[str], n: int = CLOSEST_NAMES) -> list[str]:
+    """The subreddit names of the posts closest in spelling to ``seed`` (difflib ratio >= 0.6,
+    compared lowercased), best first."""
+    return difflib.get_close_matches(seed.lower(), names, n=n, cutoff=0.6)
+
+
+def _seeds_with_suggestions(seeds: list[str], names: list[str]) -> str:
+    parts = []
+    for seed in seeds:
+        close = closest_subreddits(seed, names)
+        hint = f" (closest: {', '.join(repr(c) for c in close)})" if close else " (nothing close)"
+        parts.append(f"{seed!r}{hint}")
+    return "; ".join(parts)
+
+
+def build_users(
+    posts: pl.LazyFrame,
+    kept_subreddits: list[str],
+    demographic: Demographic,
+    bots: frozenset[str] = frozenset(ALWAYS_BOTS),
+    formula: str = DEFAULT_FORMULA,
+    top_user_fraction: float = 0.01,
+) -> GroupnessResult:
+    """The users table of one demographic (see the module docstring for every step)."""
+    if formula not in FORMULAS:
+        raise ConfigError(
+            f"demographics.groupness: unknown formula {formula!r} (one of {FORMULAS})"
+        )
+    if not 0 <= top_user_fraction < 1:
+        raise ConfigError("demographics.top_user_fraction: must be in [0, 1)")
+    seeds = [s.lower() for s in demographic.seed_subreddits]
+    kept = sorted({s.lower() for s in kept_subreddits})
+
+    counts = seed_counts(posts, seeds).collect(engine="streaming")
+    present = set(counts["subreddit"].unique().to_list())
+    missing_seeds = sorted(set(seeds) - present)
+    findings: list[Finding] = []
+    if missing_seeds:
+        # as the user spelt them; the posts' names to suggest from (lowercased at ingest)
+        spelt = [s for s in demographic.seed_subreddits if s.lower() in missing_seeds]
+        names = (
+            posts.select(pl.col("subreddit").str.to_lowercase().unique())
+            .collect(engine="streaming")["subreddit"]
+            .drop_nulls()
+            .sort()
+            .to_list()
+        )
+        named = _seeds_with_suggestions(spelt, names)
+        if not present:
+            raise ConfigError(
+                f"demographics.file: demographic {demographic.key!r}: none of its seed "
+                f"subreddits occurs in the posts: {named}; correct the seed subreddits"
+            )
+        findings.append(
+            Finding(
+                "groupness",
+                "seed_subreddit_missing",
+                f"demographic {demographic.key}",
+                f"{len(spelt)} of its {len(seeds)} seed subreddits never occur in the posts: "
+                f"{named}",
+                "correct or remove these seed subreddits in the demographics file",
+            )
+        )
+    unkept_seeds = sorted(present - set(kept))
+    if unkept_seeds:
+        findings.append(
+            Finding(
+                "groupness",
+                "seed_subreddit_not_kept",
+                f"demographic {demographic.key}",
+                f"seed subreddits not kept by the graph stage (they count for U_d and "
+                f"group-ness, their posts are not in D_d): {', '.join(unkept_seeds)}",
+                "lower graph.min_posts or raise graph.top_n to keep them, or remove them from "
+                "the seed subreddits",
+            )
+        )
+    log_findings(findings, log)
+
+    scores = groupness_scores(counts.lazy()).collect()
+    n_seed_users = scores.height
+    is_bot = pl.col("author").str.to_lowercase().is_in(sorted(bots))
+    bot_users = scores.filter(is_bot).height
+    scores = scores.filter(~is_bot)
+
+    n_posts = (
+        posts.select("author", pl.col("subreddit").str.to_lowercase().alias("subreddit"))
+        .filter(pl.col("subreddit").is_in(kept))
+        .join(scores.lazy().select("author"), on="author", how="semi")
+        .group_by("author")
+        .agg(pl.len().cast(pl.Int64).alias("n_posts"))
+        .collect(engine="streaming")
+    )
+    users = scores.join(n_posts, on="author", how="left").with_columns(
+        pl.col("n_posts").fill_null(0)
+    )
+    n_top = int(math.floor(top_user_fraction * users.height))
+    top_users = (
+        users.sort(["n_posts", "author"], descending=[True, False]).head(n_top)["author"]
+        if n_top
+        else pl.Series("author", [], dtype=pl.String)
+    )
+    removed = users.filter(pl.col("author").is_in(top_users.implode()))
+    users = users.filter(~pl.col("author").is_in(top_users.implode()))
+
+    gcol = groupness_column(formula)
+    users = (
+        users.with_columns(
+            pl.lit(demographic.key).alias("demographic"),
+            pl.col(gcol).alias("groupness"),
+        )
+        .with_columns(percentile_expr("groupness"))
+        .select(USER_COLUMNS + [groupness_column(f) for f in FORMULAS])
+        .sort("author")
+    )
+    report = {
+        "demographic": demographic.key,
+        "formula": formula,
+        "seed_subreddits": len(seeds),
+        "seed_subreddits_without_posts": missing_seeds,
+        "seed_subreddits_not_kept": unkept_seeds,
+        "seed_users": n_seed_users,
+        "dropped_known_bots": bot_users,
+        "dropped_top_users": n_top,
+        "top_user_fraction": top_user_fraction,
+        "top_user_min_posts": int(removed["n_posts"].min()) if removed.height else None,
+        "users": users.height,
+    }
+    return GroupnessResult(users=users, report=report, findings=findings)
+
+
+def demographic_posts(
+    posts: pl.LazyFrame, users: pl.DataFrame, kept_subreddits: list[str]
+) -> pl.LazyFrame:
+    """D_d: every post of the users in any kept subreddit, with the author's group-ness and
+    percentile, in the posts table's order (``write_demographic_posts`` sorts it by post id)."""
+    kept = sorted({s.lower() for s in kept_subreddits})
+    return (
+        posts.filter(pl.col("subreddit").str.to_lowercase().is_in(kept))
+        .join(users.lazy().select("author", "groupness", "percentile"), on="author", how="inner")
+        .select(POST_COLUMNS + ["groupness", "percentile"])
+    )
+
+
+def write_demographic_posts(d_posts: pl.LazyFrame, path: str | Path) -> int:
+    """Write D_d sorted by post id (the file is deterministic, and the topic splits merge the
+    demographics' files in post-id order), holding at most ``SORT_ROWS`` posts at once."""
+    return write_sorted_parquet(d_posts, "post_id", path, SORT_ROWS)
+
+
+def kept_subreddits(path: str | Path) -> list[str]:
+    frame = pl.read_parquet(path)
+    for column in ("subreddit", "kept"):
+        if column not in frame.columns:
+            raise ConfigError(f"{path}: missing column {column!r} (graph stage output)")
+    return frame.filter(pl.col("kept"))["subreddit"].to_list()
+
+
+def find_demographic(path: str | Path, key: str) -> Demographic:
+    demographics = load_demographics(path)
+    for demographic in demographics:
+        if demographic.key == key:
+            return demographic
+    raise ConfigError(f"{path}: no demographic {key!r} (have {[d.key for d in demographics]})")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--posts", nargs="+", required=True, help="cleaned posts Parquet files")
+    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
+    parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
+    parser.add_argument("--demographic", required=True, help="demographic key")
+    parser.add_argument(
+        "--formula",
+        choices=FORMULAS,
+        default=DEFAULT_FORMULA,
+        help="group-ness formula of a user's posts in the seed subreddits",
+    )
+    parser.add_argument(
+        "--top-user-fraction",
+        type=float,
+        default=0.01,
+        help="share of the most active users dropped as likely bots",
+    )
+    parser.add_argument("--bots", default=None, help="known-bot list (one name per line)")
+    parser.add_argument(
+        "--out-users", required=True, help="users with their group-ness and percentile (Parquet)"
+    )
+    parser.add_argument("--out-posts", required=True, help="the demographic's posts D_d (Parquet)")
+    parser.add_argument(
+        "--out-report", required=True, help="counts of kept and dropped users and posts (JSON)"
+    )
+    parser.add_argument("--health", help="run-health findings (JSON; splits.health)")
+
+
+def run(args: argparse.Namespace) -> int:
+    demographic = find_demographic(args.demographics, args.demographic)
+    for p in args.posts:
+        if not Path(p).exists():
+            raise ConfigError(f"--posts: {p} does not exist")
+    posts = scan_posts(list(args.posts))
+    kept = kept_subreddits(args.subreddits)
+    result = build_users(
+        posts,
+        kept,
+        demographic,
+        bots=read_bots(args.bots),
+        formula=args.formula,
+        top_user_fraction=args.top_user_fraction,
+    )
+    write_parquet(result.users, args.out_users)
+    n_posts = write_demographic_posts(demographic_posts(posts, result.users, kept), args.out_posts)
+    result.report["posts"] = int(n_posts)
+    write_json(result.report, args.out_report)
+    if args.health:
+        write_findings(args.health, result.findings)
+    log.info(
+        "%s: %d users, %d posts in D_d (dropped %d bots, %d top users)",
+        demographic.key,
+        result.users.height,
+        n_posts,
+        result.report["dropped_known_bots"],
+        result.report["dropped_top_users"],
+    )
+    return 0

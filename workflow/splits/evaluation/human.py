@@ -1,0 +1,639 @@
+"""Human validation of theories (docs/method.md §2.11, paper Appendix C). Command line only.
+
+``splits human export``: annotation sheets in the paper's design.
+
+- Instances: evaluation rows where the strongest TM's theory made the CM right and every weaker
+  TM's theory made it wrong (one CM, one k), in a seeded random order. The strongest TM is
+  ``--strong`` or, by default, the TM with the highest accuracy among those given; the weaker
+  ones are all other TMs given.
+- One sheet per (instance, TM): one post set (the 3 sample posts of one group of the row, the
+  same group for every TM's sheet of that row) and 6 statements of that TM's theory, 3 about
+  each group, shuffled, with their "Group A:"-style labels removed. Rows whose theory (of any
+  TM) has fewer than 3 statements about either group are skipped and counted.
+- Part 1 (``part1.csv``): the annotator is told the pair of groups and the topic but not which
+  statement is meant for which group, and rates each statement's relevance and centrality to
+  the post set (0-4). Part 2 (``part2.csv``, to be done after part 1): each statement shown with
+  the group it is about, rated for unexpectedness and specificity (0-4). ``sheets.html`` shows
+  both parts. Which model wrote a statement and which group it is meant for is only in
+  ``key.csv``; sheets of all TMs are interleaved under random ids.
+
+``splits human score``: read the key and the filled part 1 and part 2 files of each annotator
+(``NAME=PATH``; files with the same NAME are one annotator's) and score:
+
+- relevance and centrality per (annotator, sheet): only ratings of 4 count; a statement meant
+  for the post set adds +4, one meant for the other group -4; normalised score = sum /
+  (4 x number of counted statements), 0 when none counts; the sheet is won when the score is
+  positive. A sheet counts for a measure only when the annotator rated all its statements on
+  that measure (incomplete and unrated sheets are counted, not scored);
+- a model's score is the mean normalised score over its (annotator, sheet) pairs, with the
+  number of sheets won;
+- unexpectedness and specificity: plain means of the 0-4 ratings;
+- agreement, when several annotators rated the same statements: Krippendorff's alpha (nominal,
+  through the GRASP module) per measure over the statements rated by at least two annotators,
+  and on the "rated 4" indicator that the scores use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from splits.errors import ConfigError
+from splits.evaluation.common import display_names, group_names, read_rows, statements_by_group
+from splits.io import write_json, write_text
+
+log = logging.getLogger(__name__)
+
+MEASURES = ("relevance", "centrality", "unexpectedness", "specificity")
+SIGNED_MEASURES = ("relevance", "centrality")
+PLAIN_MEASURES = ("unexpectedness", "specificity")
+STATEMENTS_PER_GROUP = 3
+HUMAN_STREAM = 0x4A11
+
+_LABEL = re.compile(
+    r"^\s*(?:[-*•]\s*|\d+[.)]\s*)?(?:group|demographic)?\s*<?[AB]>?\s*(?:\([^)]*\))?\s*[:\-–]\s*",
+    re.IGNORECASE,
+)
+
+
+def blind(statement: str) -> str:
+    """A statement without its leading group label ("Group A:", "B (teacher) -", "1. A:")."""
+    return _LABEL.sub("", statement, count=1).strip()
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def accuracies(predictions: pl.DataFrame) -> dict[str, float]:
+    return dict(
+        predictions.group_by("tm").agg(pl.col("correct").cast(pl.Float64).mean()).iter_rows()
+    )
+
+
+def select_instances(predictions: pl.DataFrame, strong: str, weak: Sequence[str]) -> list[str]:
+    """Rows (quadruplet ids, by evaluation row) where ``strong`` is right and every TM of
+    ``weak`` is wrong; rows some of them did not answer are left out."""
+    wide = predictions.filter(pl.col("tm").is_in([strong, *weak])).pivot(
+        on="tm", index=["quadruplet_id", "eval_row"], values="correct"
+    )
+    chosen = wide.drop_nulls().filter(
+        pl.col(strong) & ~pl.any_horizontal([pl.col(tm) for tm in weak])
+    )
+    return chosen.sort("eval_row")["quadruplet_id"].to_list()
+
+
+# --------------------------------------------------------------------------- export
+
+
+def build_sheets(
+    rows: pl.DataFrame,
+    theories: Mapping[str, pl.DataFrame],
+    names: Mapping[str, str],
+    instances: Sequence[str],
+    sheets_per_model: int,
+    seed: int,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """(part 1, part 2, key, counts): one sheet per (instance, model of ``theories``) for the
+    first ``sheets_per_model`` instances (in a seeded random order) whose every model's theory
+    has 3 statements about each group."""
+    rng = np.random.default_rng([seed, HUMAN_STREAM])
+    row_of = {r["quadruplet_id"]: r for r in rows.iter_rows(named=True)}
+    theory_of = {
+        model: dict(zip(frame["quadruplet_id"], frame["theory"], strict=True))
+        for model, frame in theories.items()
+    }
+    models = sorted(theories)
+    counts: dict[str, Any] = {
+        "instances": len(instances),
+        "skipped_too_few_statements": 0,
+        "skipped_no_theory": 0,
+        "selected": 0,
+    }
+    drafts = []
+    for index in rng.permutation(len(instances)):
+        if counts["selected"] >= sheets_per_model:
+            break
+        qid = instances[index]
+        row = row_of[qid]
+        if any(qid not in theory_of[m] for m in models):
+            counts["skipped_no_theory"] += 1
+            continue
+        by_model = {
+            m: statements_by_group(
+                theory_of[m][qid],
+                group_names(row["demographic_A"], names),
+                group_names(row["demographic_B"], names),
+            )
+            for m in models
+        }
+        if any(len(s[g]) < STATEMENTS_PER_GROUP for s in by_model.values() for g in "AB"):
+            counts["skipped_too_few_statements"] += 1
+            continue
+        counts["selected"] += 1
+        target = "A" if rng.random() < 0.5 else "B"
+        for model in models:
+            items = [(g, s) for g in "AB" for s in by_model[model][g][:STATEMENTS_PER_GROUP]]
+            order = rng.permutation(len(items))
+            drafts.append((model, row, target, [items[i] for i in order]))
+    counts["sheets_per_model"] = counts["selected"]
+    part1, part2, key = [], [], []
+    for number, index in enumerate(rng.permutation(len(drafts)), start=1):
+        model, row, target, items = drafts[index]
+        sheet_id = f"S{number:03d}"
+        group_of = {"A": row["demographic_A"], "B": row["demographic_B"]}
+        pair = (
+            f"{names.get(group_of['A'], group_of['A'])} / {names.get(group_of['B'], group_of['B'])}"
+        )
+        posts = row["sample_A"] if target == "A" else row["sample_B"]
+        post_text = "\n\n".join(f"Post {i + 1}: {p}" for i, p in enumerate(posts))
+        for item, (group, statement) in enumerate(items, start=1):
+            text = blind(statement)
+            part1.append(
+                {
+                    "sheet_id": sheet_id,
+                    "item": item,
+                    "groups": pair,
+                    "topic": row["description"],
+                    "posts": post_text,
+                    "statement": text,
+                    "relevance": None,
+                    "centrality": None,
+                }
+            )
+            part2.append(
+                {
+                    "sheet_id": sheet_id,
+                    "item": item,
+                    "topic": row["description"],
+                    "about": names.get(group_of[group], group_of[group]),
+                    "statement": text,
+                    "unexpectedness": None,
+                    "specificity": None,
+                }
+            )
+            key.append(
+                {
+                    "sheet_id": sheet_id,
+                    "item": item,
+                    "model": model,
+                    "quadruplet_id": row["quadruplet_id"],
+                    "post_set_group": group_of[target],
+                    "statement_group": group_of[group],
+                    "meant_for_post_set": group == target,
+                }
+            )
+    text_columns = ("sheet_id", "groups", "topic", "posts", "statement", "about")
+    part1_schema = {
+        c: pl.Int64 if c in ("item", *SIGNED_MEASURES) else pl.String
+        for c in ("sheet_id", "item", "groups", "topic", "posts", "statement", *SIGNED_MEASURES)
+    }
+    part2_schema = {
+        c: pl.String if c in text_columns else pl.Int64
+        for c in ("sheet_id", "item", "topic", "about", "statement", *PLAIN_MEASURES)
+    }
+    key_schema = {
+        "sheet_id": pl.String,
+        "item": pl.Int64,
+        "model": pl.String,
+        "quadruplet_id": pl.String,
+        "post_set_group": pl.String,
+        "statement_group": pl.String,
+        "meant_for_post_set": pl.Boolean,
+    }
+    return (
+        pl.DataFrame(part1, schema=part1_schema),
+        pl.DataFrame(part2, schema=part2_schema),
+        pl.DataFrame(key, schema=key_schema),
+        counts,
+    )
+
+
+def _rating_cells(n: int) -> str:
+    return "<td></td>" * n
+
+
+def sheets_html(part1: pl.DataFrame, part2: pl.DataFrame) -> str:
+    parts = [
+        "<!DOCTYPE html>",
+        '<html><head><meta charset="utf-8"><title>Theory annotation sheets</title>',
+        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
+        "table{border-collapse:collapse}td,th{border:1px solid #999;padding:4px}"
+        ".posts{white-space:pre-wrap;background:#f4f4f4;padding:8px}"
+        "section{page-break-after:always;margin-bottom:3em}</style></head><body>",
+        "<h1>Theory annotation sheets</h1>",
+        "<h2>Part 1</h2>",
+        "<p>Each sheet shows posts written by members of one of two groups (named on the "
+        "sheet) and statements about how the two groups write. Some statements describe one "
+        "group, some the other; you are not told which. Rate every statement from 0 (not at "
+        "all) to 4 (completely): <b>relevance</b> (does the statement describe these posts?) "
+        "and <b>centrality</b> (is it about what matters most in them?). Enter the ratings in "
+        "part1.csv under the same sheet and item numbers. Finish part 1 before opening part 2."
+        "</p>",
+    ]
+    for (sheet_id,), part in part1.group_by("sheet_id", maintain_order=True):
+        first = part.row(0, named=True)
+        parts.append(f"<section><h3>Sheet {html.escape(str(sheet_id))} (part 1)</h3>")
+        parts.append(
+            f"<p>Groups: {html.escape(first['groups'])}. Topic: {html.escape(first['topic'])}. "
+            "The posts below were written by members of one of the two groups.</p>"
+        )
+        parts.append(f'<div class="posts">{html.escape(first["posts"])}</div>')
+        parts.append("<table><tr><th>item</th><th>statement</th>")
+        parts.extend(f"<th>{m}</th>" for m in SIGNED_MEASURES)
+        parts.append("</tr>")
+        for row in part.iter_rows(named=True):
+            parts.append(
+                f"<tr><td>{row['item']}</td><td>{html.escape(row['statement'])}</td>"
+                + _rating_cells(len(SIGNED_MEASURES))
+                + "</tr>"
+            )
+        parts.append("</table></section>")
+    parts += [
+        "<h2>Part 2</h2>",
+        "<p>The same statements, each with the group it is about. Rate every statement from 0 "
+        "to 4: <b>unexpectedness</b> (is it surprising for that group?) and <b>specificity</b> "
+        "(is it concrete rather than generic?). Enter the ratings in part2.csv.</p>",
+    ]
+    for (sheet_id,), part in part2.group_by("sheet_id", maintain_order=True):
+        first = part.row(0, named=True)
+        parts.append(f"<section><h3>Sheet {html.escape(str(sheet_id))} (part 2)</h3>")
+        parts.append(f"<p>Topic: {html.escape(first['topic'])}.</p>")
+        parts.append("<table><tr><th>item</th><th>about</th><th>statement</th>")
+        parts.extend(f"<th>{m}</th>" for m in PLAIN_MEASURES)
+        parts.append("</tr>")
+        for row in part.iter_rows(named=True):
+            parts.append(
+                f"<tr><td>{row['item']}</td><td>{html.escape(row['about'])}</td>"
+                f"<td>{html.escape(row['statement'])}</td>"
+                + _rating_cells(len(PLAIN_MEASURES))
+                + "</tr>"
+            )
+        parts.append("</table></section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _read_parquets(paths: Sequence[str], what: str) -> list[pl.DataFrame]:
+    frames = []
+    for spec in paths:
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"{what} {path} do not exist")
+        frames.append(pl.read_parquet(path))
+    return frames
+
+
+def run_export(args: argparse.Namespace) -> int:
+    rows = read_rows(args.rows)
+    theories: dict[str, pl.DataFrame] = {}
+    for frame in _read_parquets(args.theories, "theories"):
+        if not frame.height:
+            continue
+        for (model, k), part in frame.group_by("tm", "k"):
+            if args.k is not None and int(k) != args.k:
+                continue
+            if model in theories:
+                raise ConfigError(f"theories of TM {model!r} given twice (pick one k with --k)")
+            theories[model] = part
+    if len(theories) < 2:
+        raise ConfigError(
+            "--theories: needs the theories of at least two TMs (a strong one, weaker ones)"
+        )
+    ks = {int(frame["k"][0]) for frame in theories.values()}
+    if len(ks) != 1:
+        raise ConfigError(f"--theories: TMs at different ks {sorted(ks)}; choose one with --k")
+    k = ks.pop()
+    predictions = pl.concat(
+        [
+            f.select("quadruplet_id", "eval_row", "tm", "cm", "k", "correct")
+            for f in _read_parquets(args.predictions, "predictions")
+        ]
+    )
+    predictions = predictions.filter((pl.col("k") == k) & pl.col("tm").is_in(list(theories)))
+    cms = sorted(predictions["cm"].unique().to_list())
+    if args.cm is not None:
+        cms = [cm for cm in cms if cm == args.cm]
+    if len(cms) != 1:
+        raise ConfigError(
+            f"--predictions: {'no' if not cms else 'several'} CMs for these TMs at k={k} "
+            f"({', '.join(cms) or 'none'}); choose one with --cm"
+        )
+    predictions = predictions.filter(pl.col("cm") == cms[0])
+    lacking = sorted(set(theories) - set(predictions["tm"].unique()))
+    if lacking:
+        raise ConfigError(f"--predictions: none of TM {lacking[0]!r} with CM {cms[0]} at k={k}")
+    accuracy = accuracies(predictions)
+    strong = args.strong or max(sorted(accuracy), key=lambda tm: accuracy[tm])
+    if strong not in theories:
+        raise ConfigError(
+            f"--strong: {strong!r} is not one of the TMs given ({', '.join(sorted(theories))})"
+        )
+    weak = sorted(set(theories) - {strong})
+    instances = select_instances(predictions, strong, weak)
+    names = display_names(args.demographics)
+    part1, part2, key, counts = build_sheets(
+        rows, theories, names, instances, args.sheets_per_model, args.seed
+    )
+    counts.update(
+        strong=strong,
+        weak=weak,
+        cm=cms[0],
+        k=k,
+        accuracy={tm: accuracy[tm] for tm in sorted(accuracy)},
+    )
+    if counts["selected"] < args.sheets_per_model:
+        log.warning(
+            "only %d instances (of %d where %s is right and %s wrong) have 3 statements per "
+            "group in every theory; asked for %d",
+            counts["selected"],
+            len(instances),
+            strong,
+            ", ".join(weak),
+            args.sheets_per_model,
+        )
+    if not counts["selected"]:
+        raise ConfigError(
+            f"no instance to annotate: {len(instances)} rows where {strong} is right and "
+            f"{', '.join(weak)} wrong, {counts['skipped_too_few_statements']} of them with fewer "
+            "than 3 statements per group in some theory"
+        )
+    out = Path(args.out_dir)
+    write_text(part1.write_csv(), out / "part1.csv")
+    write_text(part2.write_csv(), out / "part2.csv")
+    write_text(sheets_html(part1, part2), out / "sheets.html")
+    write_text(key.write_csv(), out / "key.csv")
+    write_json(counts, out / "export_report.json")
+    log.info("human export: %s", counts)
+    return 0
+
+
+# --------------------------------------------------------------------------- score
+
+
+def sheet_score(ratings: Sequence[int | None], meant: Sequence[bool]) -> tuple[float, int]:
+    """(normalised score, number of counted statements) of one sheet for one signed measure."""
+    contributions = [
+        4 if is_meant else -4
+        for rating, is_meant in zip(ratings, meant, strict=True)
+        if rating is not None and rating == 4
+    ]
+    if not contributions:
+        return 0.0, 0
+    return sum(contributions) / (4 * len(contributions)), len(contributions)
+
+
+def read_filled(path: str | Path) -> pl.DataFrame:
+    """One filled file (part 1, part 2 or both): sheet_id, item and the measure columns it has
+    (others null); ratings must be whole numbers 0-4 or blank."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"filled sheet {path} does not exist")
+    frame = pl.read_csv(path, infer_schema=False)
+    missing = [c for c in ("sheet_id", "item") if c not in frame.columns]
+    present = [m for m in MEASURES if m in frame.columns]
+    if missing or not present:
+        raise ConfigError(
+            f"{path}: needs the columns sheet_id, item and some of {', '.join(MEASURES)}"
+        )
+    records = []
+    for line, row in enumerate(frame.iter_rows(named=True), start=2):
+        record = {"sheet_id": row["sheet_id"], "item": _int(row["item"], path, line, "item")}
+        for measure in MEASURES:
+            value = _int(row[measure], path, line, measure) if measure in present else None
+            if value is not None and not 0 <= value <= 4:
+                raise ConfigError(f"{path}: line {line}: {measure} must be 0-4, not {value}")
+            record[measure] = value
+        records.append(record)
+    schema = {"sheet_id": pl.String, "item": pl.Int64, **dict.fromkeys(MEASURES, pl.Int64)}
+    return pl.DataFrame(records, schema=schema)
+
+
+def _int(value: Any, path: Path, line: int, column: str) -> int | None:
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        number = float(str(value).strip())
+    except ValueError as err:
+        raise ConfigError(f"{path}: line {line}: {column} {value!r} is not a number") from err
+    if not number.is_integer():
+        raise ConfigError(f"{path}: line {line}: {column} {value!r} is not a whole number")
+    return int(number)
+
+
+def combine_files(frames: Sequence[tuple[str, pl.DataFrame]], annotator: str) -> pl.DataFrame:
+    """One annotator's files (e.g. part 1 and part 2) as one table; a statement rated twice on
+    one measure is an error."""
+    combined: pl.DataFrame | None = None
+    for path, frame in frames:
+        if frame.select("sheet_id", "item").is_duplicated().any():
+            raise ConfigError(f"{path}: a (sheet_id, item) appears twice")
+        if combined is None:
+            combined = frame
+            continue
+        joined = combined.join(frame, on=["sheet_id", "item"], how="full", coalesce=True)
+        for measure in MEASURES:
+            both = joined[measure].is_not_null() & joined[f"{measure}_right"].is_not_null()
+            if both.any():
+                raise ConfigError(
+                    f"annotator {annotator}: {measure} of sheet "
+                    f"{joined.filter(both)['sheet_id'][0]} rated in two files ({path})"
+                )
+        combined = joined.select(
+            "sheet_id",
+            "item",
+            *[pl.coalesce(measure, f"{measure}_right").alias(measure) for measure in MEASURES],
+        )
+    return combined
+
+
+def score_sheets(
+    key: pl.DataFrame, filled: Mapping[str, pl.DataFrame]
+) -> tuple[pl.DataFrame, dict]:
+    """Per (annotator, sheet) scores and per-model summaries."""
+    per_sheet = []
+    unknown_items = 0
+    status = {m: {"complete": 0, "incomplete": 0, "unrated": 0} for m in MEASURES}
+    for annotator, ratings in filled.items():
+        joined = key.join(ratings, on=["sheet_id", "item"], how="inner")
+        unknown_items += ratings.height - joined.height
+        rated = set(joined["sheet_id"])
+        for (sheet_id,), part in (
+            key.filter(pl.col("sheet_id").is_in(list(rated)))
+            .join(ratings, on=["sheet_id", "item"], how="left")
+            .sort("sheet_id", "item")
+            .group_by("sheet_id", maintain_order=True)
+        ):
+            record: dict[str, Any] = {
+                "annotator": annotator,
+                "sheet_id": sheet_id,
+                "model": part["model"][0],
+            }
+            meant = part["meant_for_post_set"].to_list()
+            for measure in MEASURES:
+                values = part[measure].to_list()
+                n_rated = sum(v is not None for v in values)
+                state = (
+                    "complete"
+                    if n_rated == len(values)
+                    else ("unrated" if n_rated == 0 else "incomplete")
+                )
+                status[measure][state] += 1
+                record[f"{measure}_rated"] = state == "complete"
+                if measure in SIGNED_MEASURES:
+                    score, counted = sheet_score(values, meant)
+                    complete = state == "complete"
+                    record[f"{measure}_score"] = score if complete else None
+                    record[f"{measure}_counted"] = counted if complete else None
+                    record[f"{measure}_won"] = (score > 0) if complete else None
+                else:
+                    kept = [v for v in values if v is not None] if state == "complete" else []
+                    record[f"{measure}_sum"] = sum(kept)
+                    record[f"{measure}_n"] = len(kept)
+            per_sheet.append(record)
+    table = pl.DataFrame(per_sheet)
+    summary: dict[str, Any] = {
+        "unknown_items_ignored": unknown_items,
+        "sheets_by_status": status,
+        "models": {},
+    }
+    if table.height:
+        for (model,), part in table.group_by("model", maintain_order=True):
+            entry: dict[str, Any] = {"annotated_sheets": part.height}
+            for measure in SIGNED_MEASURES:
+                scores = part[f"{measure}_score"].drop_nulls()
+                entry[measure] = float(scores.mean()) if scores.len() else None
+                entry[f"{measure}_sheets"] = scores.len()
+                entry[f"{measure}_sheets_won"] = int(part[f"{measure}_won"].drop_nulls().sum())
+            for measure in PLAIN_MEASURES:
+                n = int(part[f"{measure}_n"].sum())
+                entry[measure] = float(part[f"{measure}_sum"].sum()) / n if n else None
+                entry[f"{measure}_ratings"] = n
+            summary["models"][model] = entry
+        summary["models"] = dict(sorted(summary["models"].items()))
+        table = table.drop(*[f"{m}_sum" for m in PLAIN_MEASURES]).sort(
+            "model", "annotator", "sheet_id"
+        )
+    summary["agreement"] = agreement(key, filled)
+    return table, summary
+
+
+def agreement(key: pl.DataFrame, filled: Mapping[str, pl.DataFrame]) -> dict[str, Any]:
+    """Krippendorff's alpha (nominal, GRASP's) per measure, and on the "rated 4" indicator of
+    the signed measures, over the statements of the key rated by at least two annotators."""
+    from splits.probes.grasp import krippendorff_alpha_nominal, matrix_from_long
+
+    long = pl.concat(
+        [
+            key.select("sheet_id", "item")
+            .join(ratings, on=["sheet_id", "item"], how="inner")
+            .with_columns(pl.lit(annotator).alias("rater"))
+            for annotator, ratings in filled.items()
+        ]
+    ).with_columns(pl.format("{}:{}", "sheet_id", "item").alias("statement"))
+    columns = {m: pl.col(m) for m in MEASURES}
+    columns.update({f"{m}_is_4": pl.col(m) == 4 for m in SIGNED_MEASURES})
+    out: dict[str, Any] = {"annotators": len(filled)}
+    for name, expression in columns.items():
+        ratings = long.select("statement", "rater", expression.alias("rating")).drop_nulls()
+        shared = ratings.group_by("statement").len().filter(pl.col("len") >= 2)["statement"]
+        ratings = ratings.filter(pl.col("statement").is_in(shared.to_list()))
+        entry: dict[str, Any] = {"statements": shared.len(), "ratings": ratings.height}
+        if shared.len() == 0:
+            entry["alpha"] = None
+            entry["why_none"] = "no statement rated by two annotators"
+        else:
+            matrix = matrix_from_long(ratings, item="statement", rater="rater", rating="rating")
+            alpha = krippendorff_alpha_nominal(matrix.codes, len(matrix.categories))
+            entry["alpha"] = None if np.isnan(alpha) else alpha
+            if entry["alpha"] is None:
+                entry["why_none"] = "undefined (one rating value only)"
+        out[name] = entry
+    return out
+
+
+def parse_sheet_args(values: Sequence[str]) -> dict[str, list[str]]:
+    """``NAME=PATH`` or ``PATH`` (the annotator is the file's stem) -> annotator: paths."""
+    out: dict[str, list[str]] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            name, path = Path(value).stem, value
+        if not name:
+            raise ConfigError(f"--sheets: {value!r} names no annotator (NAME=PATH)")
+        out.setdefault(name, []).append(path)
+    return out
+
+
+def run_score(args: argparse.Namespace) -> int:
+    key_path = Path(args.key)
+    if not key_path.is_file():
+        raise ConfigError(f"key {key_path} does not exist")
+    key = pl.read_csv(
+        key_path,
+        schema_overrides={
+            "sheet_id": pl.String,
+            "item": pl.Int64,
+            "meant_for_post_set": pl.Boolean,
+        },
+    )
+    filled = {}
+    for annotator, paths in parse_sheet_args(args.sheets).items():
+        filled[annotator] = combine_files([(p, read_filled(p)) for p in paths], annotator)
+    table, summary = score_sheets(key, filled)
+    write_json(summary, args.out)
+    if args.out_csv:
+        write_text(table.write_csv(float_precision=4), args.out_csv)
+    for model, entry in summary["models"].items():
+        log.info("human scores of %s: %s", model, entry)
+    log.info("agreement: %s", summary["agreement"])
+    return 0
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    export = sub.add_parser("export", help="annotation sheets (HTML and CSV) and their key")
+    export.add_argument("--rows", required=True, help="evaluation rows Parquet")
+    export.add_argument(
+        "--theories", nargs="+", required=True, help="theories Parquet of the TMs (one k)"
+    )
+    export.add_argument(
+        "--predictions",
+        nargs="+",
+        required=True,
+        help="predictions Parquet of those TMs (an experiment's predictions.parquet, or one file "
+        "per TM): instances are rows where the strongest TM is right and the others wrong",
+    )
+    export.add_argument("--strong", help="the strongest TM (default: the most accurate given)")
+    export.add_argument("--cm", help="the CM whose answers select instances (if several)")
+    export.add_argument("--k", type=int, help="the calibration size (if the files hold several)")
+    export.add_argument("--demographics", help="demographics file (display names)")
+    export.add_argument("--sheets-per-model", type=int, default=38, help="paper: 38")
+    export.add_argument("--seed", type=int, default=0, help="seed of the sheet's row order")
+    export.add_argument("--out-dir", required=True, help="folder of the annotation sheets")
+    score = sub.add_parser("score", help="score filled sheets")
+    score.add_argument("--key", required=True, help="key.csv written by export")
+    score.add_argument(
+        "--sheets",
+        nargs="+",
+        required=True,
+        help="filled part1.csv / part2.csv files, as NAME=PATH (one annotator's files share "
+        "the NAME) or PATH (annotator = file name)",
+    )
+    score.add_argument("--out", required=True, help="JSON: scores per model and agreement")
+    score.add_argument("--out-csv", help="per (annotator, sheet) scores CSV")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        if args.sheets_per_model < 1:
+            raise ConfigError("--sheets-per-model: must be positive")
+        return run_export(args)
+    return run_score(args)

@@ -1,0 +1,405 @@
+"""Dataset export (``splits export``): Parquet files loadable with
+``datasets.load_dataset("parquet", data_files=...)``, a dataset card (README.md), and row-count
+tables per topic x demographic pair and per category (CSV + Markdown).
+
+Reddit usernames never leave the pipeline in clear: the exported topic posts carry
+``author_hash`` = first 16 hex digits of HMAC-SHA256(salt, username). The salt comes from the
+environment variable named by ``--salt-env`` (config ``export.salt_env``, default ``SPLITS_SALT``;
+the workflow copies config ``export.salt`` there when the variable is unset). Without either, a
+fixed, public development salt (``DEVELOPMENT_SALT``) is used with a warning: fine for the sample
+corpus, not for real data (anyone could recompute the hashes of known usernames). The salt is
+never written to any output or log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import logging
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from splits.errors import ConfigError, InputError
+from splits.io import write_parquet, write_text
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SALT_ENV = "SPLITS_SALT"
+DEVELOPMENT_SALT = "splits-development-salt-not-secret"
+HASH_HEX_DIGITS = 16
+NO_LICENCE = (
+    "No licence is stated for this export (`export.license` was not set): ask its makers before "
+    "reusing it"
+)
+NO_SOURCE = "Not stated (`export.source` was not set)"
+
+
+def resolve_salt(salt_env: str = DEFAULT_SALT_ENV) -> tuple[str, bool]:
+    """(salt, is_development_salt) from the environment variable ``salt_env``."""
+    value = os.environ.get(salt_env, "")
+    if value:
+        return value, False
+    return DEVELOPMENT_SALT, True
+
+
+def salt_fingerprint_for_jobs(salt_env: str, config_salt: str | None) -> str:
+    """A short hash of the salt the export job will use, for that job's params: the export
+    re-runs when the salt changes, while the salt stays out of params, logs and command lines.
+
+    A config ``export.salt`` reaches the job through the environment variable ``salt_env`` when
+    that variable is unset (the variable wins). The environment is what Snakemake hands to local
+    and cluster jobs alike without writing it anywhere, so the workflow's own process sets it."""
+    if config_salt and not os.environ.get(salt_env):
+        os.environ[salt_env] = config_salt
+    salt = os.environ.get(salt_env, "")
+    if not salt:
+        return "development-salt"
+    return hashlib.sha256(f"splits-export-salt:{salt}".encode()).hexdigest()[:12]
+
+
+def hash_author(author: str, salt: str) -> str:
+    return hmac.new(salt.encode(), author.encode(), hashlib.sha256).hexdigest()[:HASH_HEX_DIGITS]
+
+
+def hash_authors(frame: pl.DataFrame, salt: str, column: str = "author") -> pl.DataFrame:
+    """Replace ``column`` by ``author_hash`` (salted HMAC; null stays null)."""
+    distinct = frame.get_column(column).drop_nulls().unique().to_list()
+    mapping = pl.DataFrame(
+        {column: distinct, "author_hash": [hash_author(a, salt) for a in distinct]},
+        schema={column: pl.String, "author_hash": pl.String},
+    )
+    position = frame.columns.index(column)
+    joined = frame.join(mapping, on=column, how="left", maintain_order="left").drop(column)
+    cols = [c for c in joined.columns if c != "author_hash"]
+    cols.insert(position, "author_hash")
+    return joined.select(cols)
+
+
+# --- post ids (issue 26): Reddit's own ids link every row back to its author ----------------
+
+#: export.post_ids: keep Reddit's ids, replace them by salted hashes, or drop them
+POST_ID_MODES = ("keep", "hash", "drop")
+#: the columns that hold Reddit post ids, per exported file
+POST_ID_COLUMNS = {
+    "quadruplets": ("example_post_ids", "sample_A_ids", "sample_B_ids"),
+    "topic_posts": ("post_id",),
+}
+
+
+def require_salt_for_real_data(config: dict) -> None:
+    """With real inputs (``synth.enabled`` false) the run needs a secret salt: the public
+    development salt would let anyone recompute the author hashes of known usernames. Raises
+    ``ConfigError`` (one line naming the variable) before any job when neither the variable
+    ``export.salt_env`` nor ``export.salt`` is set."""
+    if config["synth"]["enabled"]:
+        return
+    env = config["export"]["salt_env"]
+    if os.environ.get(env) or config["export"].get("salt"):
+        return
+    raise ConfigError(
+        f"export.salt_env: ${env} is not set, and real inputs (synth.enabled: false) need a secret "
+        f"salt to hash usernames (the public development salt is reversible by dictionary): "
+        f"export {env}=$(openssl rand -hex 32), keep it private and the same across runs"
+    )
+
+
+def hash_post_id(post_id: str, salt: str) -> str:
+    """A post id as salted HMAC-SHA256 (its own namespace: never equal to an author hash)."""
+    message = f"post:{post_id}".encode()
+    return hmac.new(salt.encode(), message, hashlib.sha256).hexdigest()[:HASH_HEX_DIGITS]
+
+
+def protect_post_ids(frame: pl.DataFrame, which: str, mode: str, salt: str) -> pl.DataFrame:
+    """``frame`` (quadruplets or topic_posts) with its post-id columns kept, hashed (the same id
+    gives the same hash in both files, so rows still join) or dropped."""
+    if mode not in POST_ID_MODES:
+        raise ConfigError(f"export.post_ids: {mode!r} is not one of {', '.join(POST_ID_MODES)}")
+    columns = [c for c in POST_ID_COLUMNS[which] if c in frame.columns]
+    if mode == "keep" or not columns:
+        return frame
+    if mode == "drop":
+        return frame.drop(columns)
+
+    lists = [c for c in columns if isinstance(frame.schema[c], pl.List)]
+    distinct = pl.concat(
+        [frame.get_column(c).explode() if c in lists else frame.get_column(c) for c in columns]
+    )
+    old = distinct.drop_nulls().unique().to_list()  # each distinct id hashed once
+    new = [hash_post_id(value, salt) for value in old]
+
+    def hashed(expr: pl.Expr) -> pl.Expr:
+        return expr.replace_strict(old, new, default=None, return_dtype=pl.String)
+
+    return frame.with_columns(
+        pl.col(c).list.eval(hashed(pl.element())) if c in lists else hashed(pl.col(c))
+        for c in columns
+    )
+
+
+def post_id_statement(mode: str) -> str:
+    """What the dataset card says about post ids, for ``export.post_ids`` = ``mode``."""
+    if mode == "keep":
+        return (
+            "Post ids (`post_id` in topic_posts; `example_post_ids`, `sample_A_ids` and "
+            "`sample_B_ids` in quadruplets) are Reddit's own ids: anyone can open a post by its "
+            "id and see its author, so **every row links back to its author's Reddit account**, "
+            "whatever the hashed usernames. Users of this dataset must not use them to identify, "
+            "contact or profile authors. (Export with `export.post_ids: hash` or `drop` to "
+            "leave them out.)"
+        )
+    what = (
+        "replaced by salted hashes (HMAC-SHA256, their own namespace; the same post has the "
+        "same hash in both files, so rows still join)"
+        if mode == "hash"
+        else "dropped"
+    )
+    return (
+        f"Reddit's post ids are {what}: rows cannot be opened on Reddit by id, so users cannot "
+        "check a post's context, see whether it was deleted since, or re-fetch it. The post "
+        "texts are exported as posted, and a text can still be searched for on Reddit or in "
+        "archives, which may find its author."
+    )
+
+
+def pair_counts(quadruplets: pl.DataFrame) -> pl.DataFrame:
+    """Rows per topic (rows) and demographic pair (columns "A / B"), with category and total."""
+    long = quadruplets.with_columns(
+        (pl.col("demographic_A") + " / " + pl.col("demographic_B")).alias("pair")
+    ).select("category", pl.col("description").alias("topic"), "pair")
+    pairs = sorted(long.get_column("pair").unique().to_list())
+    topics = long.select("category", "topic").unique(maintain_order=True)
+    counts = long.group_by("category", "topic", "pair").len()
+    table = topics
+    for pair in pairs:
+        table = table.join(
+            counts.filter(pl.col("pair") == pair).select("topic", pl.col("len").alias(pair)),
+            on="topic",
+            how="left",
+            maintain_order="left",
+        )
+    table = table.with_columns(pl.col(pairs).fill_null(0).cast(pl.Int64)) if pairs else table
+    return table.with_columns(
+        pl.sum_horizontal(pairs).cast(pl.Int64).alias("total")
+        if pairs
+        else pl.lit(0).alias("total")
+    )
+
+
+def category_counts(by_topic: pl.DataFrame) -> pl.DataFrame:
+    """Rows per category and pair (sum of the topic table), with a final "all" row."""
+    numeric = [c for c in by_topic.columns if c not in ("category", "topic")]
+    per_category = by_topic.group_by("category", maintain_order=True).agg(pl.col(numeric).sum())
+    overall = by_topic.select(pl.lit("all").alias("category"), pl.col(numeric).sum())
+    return pl.concat([per_category, overall])
+
+
+def markdown_table(frame: pl.DataFrame) -> str:
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = (
+        "|"
+        + "|".join("---" if frame.schema[c] == pl.String else "---:" for c in frame.columns)
+        + "|"
+    )
+    lines = [header, rule]
+    for row in frame.iter_rows():
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def dataset_card(
+    quadruplets: pl.DataFrame,
+    topic_posts: pl.DataFrame,
+    categories: pl.DataFrame,
+    k: int | None,
+    development_salt: bool,
+    post_ids: str = "keep",
+    license: str | None = None,
+    source: str | None = None,
+) -> str:
+    """The dataset card (Hugging Face README). ``license`` (an SPDX-style id such as
+    ``cc-by-4.0``, or any text) and ``source`` (where the posts come from) are the user's
+    statements from the config; without a licence none is claimed (no ``license`` field)."""
+    demographics = sorted(topic_posts.get_column("demographic").unique().to_list())
+    n_topics = quadruplets.get_column("description").n_unique()
+    switched = float(quadruplets.get_column("switched").mean() or 0.0) if len(quadruplets) else 0.0
+    k_text = str(k) if k is not None else "see example_posts"
+    salt_note = (
+        "**Warning: exported with the public development salt; do not publish this export.**\n\n"
+        if development_salt
+        else ""
+    )
+    license_field = f"license: {_yaml_scalar(license)}\n" if license else ""
+    licence_text = (
+        f"Licence stated by the dataset's makers: {license}. The post texts remain subject to the "
+        "terms of their source"
+        if license
+        else NO_LICENCE + "; the post texts are subject to the terms of their source"
+    )
+    return f"""---
+{license_field}task_categories:
+- text-classification
+language:
+- en
+configs:
+- config_name: quadruplets
+  data_files: quadruplets.parquet
+- config_name: topic_posts
+  data_files: topic_posts.parquet
+---
+
+# Splits: demographic x topic splits of Reddit posts
+
+{salt_note}A dataset for **Group Theorization** (Caplan et al., 2025, "Splits! A Flexible Dataset
+for Evaluating a Model's Demographic Social Inference"): given two demographics A and B, a neutral
+topic and a calibration set of posts, a theory model writes how A and B post differently on the
+topic; a classification model then uses that theory to tell which of two 3-post sets is A's.
+
+## Source
+
+{source or NO_SOURCE}.
+
+## Contents
+
+- `quadruplets.parquet`: {len(quadruplets):,} rows, {n_topics} topics, demographics
+  {", ".join(demographics)}; calibration size k = {k_text}; `switched` is true in {switched:.1%} of
+  rows. Columns: `description` (topic), `demographic_A`, `demographic_B`, `example_posts`
+  (calibration set, k texts, shuffled), `sample_A`, `sample_B` (3 texts each), `switched` (if
+  true, the classifier sees B's set as "Post Set 1"): the public release's (version 4) column
+  names, but here `sample_A` always holds A's posts (docs/method.md §2.7), whereas the release stores Post
+  Set 1 in `sample_A` (B's posts when `switched`); the evaluation stage reads both layouts; plus
+  `quadruplet_id`, `category`, `example_post_ids`, `example_labels` ("A"/"B" per calibration
+  post; hidden from the theory model), `sample_A_ids`, `sample_B_ids`.
+- `topic_posts.parquet`: {len(topic_posts):,} topic posts (post id, `author_hash`, subreddit, text,
+  demographic, category, topic, BM25 score, normalised score, rank).
+- `counts_by_topic.csv|md`, `counts_by_category.csv|md`: rows per topic x pair and per category.
+
+## Rows per category and demographic pair
+
+{markdown_table(categories)}
+## Method
+
+1. Reddit posts (submissions and comments), cleaned: deleted/removed/empty texts, deleted
+   authors, known bots and duplicate ids dropped.
+2. Per demographic, seed subreddits used almost only by its members; its users are everyone who
+   posted there, scored by group-ness (activity in and spread over the seed subreddits); only users
+   at or above a threshold percentile (chosen from self-identification curves) are kept.
+3. Neutral topics (category, topic, keyword phrases) are retrieved with BM25 Okapi over all
+   demographics' posts (one index, so scores are comparable); top posts per (demographic, topic),
+   pooled per topic, the lowest-scoring quarter dropped.
+4. For every topic and pair of demographics, quadruplets are drawn without replacement until a
+   group runs out of posts (seeded; no post twice within a (topic, A, B) split; posts by authors
+   at or above both groups' thresholds left out of that pair).
+
+## Licence
+
+{licence_text}. Usernames are replaced by salted hashes (HMAC-SHA256, truncated to
+{HASH_HEX_DIGITS} hex digits); the salt is not part of this export.
+
+{post_id_statement(post_ids)}
+
+## Intended use
+
+Evaluating and comparing models' ability to infer how demographic groups differ in the way they
+write about everyday topics (the Group Theorization task), and studying the dataset construction.
+Not for profiling, identifying or targeting individuals or groups.
+
+## Limitations
+
+- Group membership is inferred from subreddit activity, not self-reported: some posts are by
+  non-members; thresholds trade coverage for purity.
+- Topic relevance is lexical (BM25 over keyword lists): off-topic posts that use the keywords in
+  another sense remain; on-topic posts without the keywords are missed.
+- Reddit users are not representative of any demographic; posts reflect a platform and period.
+- Post texts may themselves mention usernames or personal details; they are exported as posted.
+- Groups with few users yield fewer rows (see the counts); pairs are not balanced.
+"""
+
+
+def _yaml_scalar(text: str) -> str:
+    """``text`` as one YAML scalar (quoted unless it is a plain id such as cc-by-4.0)."""
+    import json
+
+    return text if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+-]*", text) else json.dumps(text)
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quadruplets", required=True, help="results/dataset/quadruplets.parquet")
+    parser.add_argument("--topic-posts", required=True, help="results/topics/topic_posts.parquet")
+    parser.add_argument("--k", type=int, help="calibration-set size (for the card)")
+    parser.add_argument(
+        "--salt-env", default=DEFAULT_SALT_ENV, help="environment variable holding the salt"
+    )
+    parser.add_argument("--out-dir", required=True, help="export folder")
+    parser.add_argument(
+        "--post-ids",
+        choices=POST_ID_MODES,
+        default="keep",
+        help="Reddit post ids in the export: keep, hash (salted) or drop (config export.post_ids)",
+    )
+    parser.add_argument("--license", default=None, help="licence of the export (export.license)")
+    parser.add_argument("--source", default=None, help="where the posts come from (export.source)")
+
+
+def run(args: argparse.Namespace) -> int:
+    for path in (args.quadruplets, args.topic_posts):
+        if not Path(path).exists():
+            raise ConfigError(f"{path}: export input does not exist")
+    salt, development = resolve_salt(args.salt_env)
+    if development:
+        log.warning(
+            "no salt in $%s (nor export.salt): hashing usernames with the public development salt; "
+            "set %s before exporting real data",
+            args.salt_env,
+            args.salt_env,
+        )
+    quadruplets = pl.read_parquet(args.quadruplets)
+    if quadruplets.height == 0:
+        raise InputError(f"{args.quadruplets}: no quadruplets; an empty dataset is not exported")
+    topic_posts = pl.read_parquet(args.topic_posts)
+    if "author" not in topic_posts.columns:
+        raise ConfigError(f"{args.topic_posts}: no author column")
+    out = Path(args.out_dir)
+    quadruplets = protect_post_ids(quadruplets, "quadruplets", args.post_ids, salt)
+    topic_posts = protect_post_ids(topic_posts, "topic_posts", args.post_ids, salt)
+    write_parquet(quadruplets, out / "quadruplets.parquet")
+    write_parquet(hash_authors(topic_posts, salt), out / "topic_posts.parquet")
+    by_topic = pair_counts(quadruplets)
+    by_category = category_counts(by_topic)
+    write_tables(out, {"counts_by_topic": by_topic, "counts_by_category": by_category})
+    write_text(
+        dataset_card(
+            quadruplets,
+            topic_posts,
+            by_category,
+            args.k,
+            development,
+            args.post_ids,
+            args.license,
+            args.source,
+        ),
+        out / "README.md",
+    )
+    if not args.license:
+        log.warning(
+            "the dataset card states no licence: set export.license (and export.source) to the "
+            "terms you release the dataset under"
+        )
+    log.info(
+        "exported %d quadruplets and %d topic posts to %s", len(quadruplets), len(topic_posts), out
+    )
+    return 0
+
+
+def write_tables(
+    out: Path, tables: dict[str, pl.DataFrame], formats: Sequence[str] = ("csv", "md")
+) -> None:
+    for name, table in tables.items():
+        if "csv" in formats:
+            write_text(table.write_csv(), out / f"{name}.csv")
+        if "md" in formats:
+            write_text(markdown_table(table), out / f"{name}.md")
