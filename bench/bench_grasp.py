@@ -25,7 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from splits.probes.grasp import RaterGroup, RatingMatrix, grasp  # noqa: E402
+from splits.agreement import RatingMatrix  # noqa: E402
+from splits.probes.grasp import RaterGroup, grasp  # noqa: E402
 
 
 def make_matrix(n_items: int, n_raters: int, n_cat: int, missing: float, seed: int = 0):

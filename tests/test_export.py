@@ -7,8 +7,9 @@ import hmac
 
 import polars as pl
 import pytest
+from splits import privacy
 from splits.cli import main
-from splits.sampling.draw import export, sample_quadruplets
+from splits.sampling.draw import sample_quadruplets
 
 
 def topic_posts() -> pl.DataFrame:
@@ -111,7 +112,7 @@ def test_author_hashes_are_salted_hmacs(exported, monkeypatch):
     assert hashed.get_column("author_hash").to_list() == expected
     # same author -> same hash; another salt -> other hashes
     assert hashed.get_column("author_hash").n_unique() == posts.get_column("author").n_unique()
-    other = export.hash_authors(posts, "another salt")
+    other = privacy.hash_authors(posts, "another salt")
     assert set(other.get_column("author_hash")).isdisjoint(set(hashed.get_column("author_hash")))
 
 
@@ -120,7 +121,7 @@ def test_development_salt_warns(tmp_path, monkeypatch, caplog):
     posts.write_parquet(tmp_path / "tp.parquet")
     sample_quadruplets(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
     monkeypatch.delenv("UNSET_SALT_VARIABLE", raising=False)
-    assert export.resolve_salt("UNSET_SALT_VARIABLE") == (export.DEVELOPMENT_SALT, True)
+    assert privacy.resolve_salt("UNSET_SALT_VARIABLE") == (privacy.DEVELOPMENT_SALT, True)
     with caplog.at_level("WARNING"):
         assert (
             main(

@@ -11,16 +11,14 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats
+from splits.agreement import RatingMatrix, krippendorff_alpha_nominal, matrix_from_long
 from splits.errors import ConfigError
 from splits.probes.grasp import (
     METRICS,
-    RatingMatrix,
     dices_ratings,
     dsi_table,
     grasp,
     group_scores,
-    krippendorff_alpha_nominal,
-    matrix_from_long,
     rater_groups,
     xrr_from_counts,
 )

@@ -15,8 +15,8 @@ import pytest
 from splits.cli import main
 from splits.config.definitions import load_topics
 from splits.errors import InputError
+from splits.privacy import hash_author
 from splits.release_data import load as rd
-from splits.sampling.export import hash_author
 
 SALT = "test-salt"
 GROUPS = ["black", "jewish", "teacher"]

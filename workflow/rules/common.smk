@@ -10,7 +10,7 @@ from splits.errors import ConfigError
 from splits.graph.settings import GraphSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
-from splits.sampling.export import salt_fingerprint_for_jobs
+from splits.privacy import salt_fingerprint_for_jobs
 from splits.llm.registry import gpu_resources
 from splits.pipeline.targets import (
     EVALUATION_ROWS,

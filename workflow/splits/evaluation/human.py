@@ -528,7 +528,7 @@ def score_sheets(
 def agreement(key: pl.DataFrame, filled: Mapping[str, pl.DataFrame]) -> dict[str, Any]:
     """Krippendorff's alpha (nominal, GRASP's) per measure, and on the "rated 4" indicator of
     the signed measures, over the statements of the key rated by at least two annotators."""
-    from splits.probes.grasp import krippendorff_alpha_nominal, matrix_from_long
+    from splits.agreement import krippendorff_alpha_nominal, matrix_from_long
 
     long = pl.concat(
         [

@@ -26,7 +26,7 @@ from splits.pipeline.checks import (
     validate_probes,
 )
 from splits.pipeline.targets import PROBE_REFERENCE_FILES, evaluation_models
-from splits.sampling.export import require_salt_for_real_data
+from splits.privacy import require_salt_for_real_data
 
 #: the config file a run uses when no --configfile is given
 DEFAULT_CONFIGFILE = "config/config.yaml"

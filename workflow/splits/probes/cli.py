@@ -656,10 +656,10 @@ def run_empathy_variants(args) -> int:
 
 
 def run_grasp(args) -> int:
+    from splits.agreement import matrix_from_long
     from splits.probes.grasp import (
         dsi_table,
         grasp,
-        matrix_from_long,
         null_histograms,
         overall_summary,
         rater_groups,

@@ -155,7 +155,7 @@ def _metadata(values: list) -> dict[str, list]:
 
 
 def _hash(authors: pl.Series, salt: str) -> pl.Series:
-    from splits.sampling.export import hash_author
+    from splits.privacy import hash_author
 
     return pl.Series(
         "author",
@@ -333,7 +333,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from splits.sampling.export import resolve_salt
+    from splits.privacy import resolve_salt
 
     salt, development = resolve_salt(args.salt_env)
     if development:
