@@ -29,9 +29,9 @@ edit by hand; run `python docs/make_configuration.py` after changing the schema.
 
 Every setting of the pipeline, with its type, default and meaning, as the schema
 ([`workflow/schemas/config.schema.yaml`](../workflow/schemas/config.schema.yaml)) states them.
-The schema is the one place of every setting and its default: `config/config.yaml` (the default
-run, a generated sample) and `config/paper.yaml` (the paper's setup) set only what differs. A key
-a config leaves out takes the default below; an unknown key, a value of the wrong type or one out
+The schema is the one place of every setting and its default; `config/config.yaml` (the default
+run, a generated sample) and `config/paper.yaml` (the paper's setup) are configs like any other. A
+key a config leaves out takes the default below; an unknown key, a value of the wrong type or one out
 of range stops the run at start with one line naming the key, e.g.
 `config error: graph.k: 'x' is not of type 'integer'`.
 
