@@ -14,10 +14,10 @@ import polars as pl
 import pytest
 from splits.cli import main
 from splits.config.definitions import load_topics
-from splits.errors import InputError
-from splits.privacy import hash_author
 from splits.config.schema import validate_config
 from splits.config.settings import settings_json
+from splits.errors import InputError
+from splits.privacy import hash_author
 from splits.release_data import load as rd
 from splits.release_data.settings import ReleaseDataSettings
 

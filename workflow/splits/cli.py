@@ -54,7 +54,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.demographics.selfid",
         "self-ID phrase search, verification, curves and thresholds",
     ),
-    "generate-topics": ("splits.topics.generate_cli", "generate a neutral topic list through an LLM"),
+    "generate-topics": (
+        "splits.topics.generate_cli",
+        "generate a neutral topic list through an LLM",
+    ),
     "topic-splits": ("splits.topics.cli", "BM25 retrieval of topic posts per demographic"),
     "sample": ("splits.sampling.draw", "sample Group Theorization quadruplets and validate them"),
     "export": (

@@ -9,7 +9,7 @@ length dl and avgdl the mean length:
 - ``robertson`` (k1 = 1.5, b = 0.75, epsilon = 0.25): ``rank_bm25.BM25Okapi``, bit for bit:
   idf = ln(N - df + 0.5) - ln(df + 0.5), negative idf replaced by epsilon x the mean idf of the
   vocabulary; score = idf tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl)). Computed by the
-  indexes themselves (``splits.topics.retrieval``, ``splits.hypotheses.retrieval``), unchanged.
+  indexes themselves (``splits.topics.index``, ``splits.hypotheses.retrieval``), unchanged.
 - ``lucene`` (k1 = 0.9, b = 0.4: Anserini's defaults, which the 2026 release runs): Lucene 9's
   ``BM25Similarity`` exactly, in float32: idf = (float) ln(1 + (N - df + 0.5) / (df + 0.5)) with
   N the documents that hold at least one token (Lucene's ``docCount``; Anserini does not index
