@@ -380,6 +380,17 @@ def test_cli_filters_by_threshold_and_writes_contract(tmp_path):
     for row in counts.iter_rows(named=True):
         n = table.filter(pl.col("topic") == row["topic"]).group_by("demographic").len()
         assert {r[0]: r[1] for r in n.iter_rows()} == {k: row[k] for k in ("a", "b") if row[k]}
+    # settings out of range, or not the subcommand's keys, are one config error line
+    at = argv.index("--settings")
+    without = argv[:at] + argv[at + 2 :]
+    for bad, message in (
+        (settings_argv(top_k=0), "topics.top_k: must be at least 1"),
+        (settings_argv(sample_k=5), "sampling.k: must be an even number"),
+        (["--settings", '{"top_k": 5}'], "settings missing"),
+        (["--settings", "[1]"], "--settings: not a JSON object"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            topics_cli.run(bm25_args(without + bad))
     # a demographic without a threshold is a clear error
     thresholds.write_text(json.dumps({"a": 50}))
     with pytest.raises(ConfigError, match="'b'"):
