@@ -8,6 +8,14 @@ from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, PATH_NAME
 from splits.config.settings import settings_json
 from splits.errors import ConfigError
 from splits.graph.settings import GraphSettings
+from splits.release_data.settings import ReleaseDataSettings
+from splits.topics.settings import (
+    GenerateTopicsSettings,
+    TopicMergeSettings,
+    TopicShardScoreSettings,
+    TopicShardsSettings,
+    TopicShardStatsSettings,
+)
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -29,10 +37,7 @@ from splits.pipeline.targets import (
     experiment_rows,
     final_targets,
 )
-from splits.pipeline.targets import (
-    generate_topics_categories_args,
-    hypotheses_encoder_args,
-)
+from splits.pipeline.targets import hypotheses_encoder_args
 from splits.pipeline.targets import hypotheses_limits, hypotheses_model_args
 from splits.pipeline.targets import (
     hypotheses_theory_args,
@@ -184,16 +189,6 @@ def topic_shard_outputs(pattern):
 def topic_shard_mem_mb(wildcards, attempt):
     """Per-shard jobs hold one shard's texts and its tokens: a few times topics.shard_mb."""
     return int((1024 + 4 * config["topics"]["shard_mb"]) * attempt)
-
-
-def topic_bm25_args():
-    """topics.bm25 as the score step's flags (k1 and b left out when null: the method's)."""
-    bm25 = config["topics"]["bm25"]
-    args = ["--bm25-method", bm25["method"]]
-    for flag, key in (("--bm25-k1", "k1"), ("--bm25-b", "b")):
-        if bm25[key] is not None:
-            args += [flag, str(bm25[key])]
-    return args + ["--bm25-delta", str(bm25["delta"])]
 
 
 def topic_merge_mem_mb(wildcards, attempt):
@@ -423,15 +418,6 @@ def release_data_input():
     """The local copy as an input (a folder), none for the hub cache (ecaplan/splits)."""
     path = RELEASE_DATA["path"]
     return [path] if path and Path(path).exists() else []
-
-
-def release_data_args():
-    args = []
-    if RELEASE_DATA["demographics"]:
-        args += ["--demographics", *RELEASE_DATA["demographics"]]
-    if RELEASE_DATA["topics"]:
-        args += ["--topics", *RELEASE_DATA["topics"]]
-    return args
 
 
 def hypotheses_vocab_input():

@@ -54,8 +54,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.demographics.selfid",
         "self-ID phrase search, verification, curves and thresholds",
     ),
-    "generate-topics": ("splits.topics.generate", "generate a neutral topic list through an LLM"),
-    "topic-splits": ("splits.topics.retrieval", "BM25 retrieval of topic posts per demographic"),
+    "generate-topics": (
+        "splits.topics.generate_cli",
+        "generate a neutral topic list through an LLM",
+    ),
+    "topic-splits": ("splits.topics.cli", "BM25 retrieval of topic posts per demographic"),
     "sample": ("splits.sampling.draw", "sample Group Theorization quadruplets and validate them"),
     "export": (
         "splits.sampling.export",
@@ -79,7 +82,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "human": ("splits.evaluation.human", "human-validation annotation sheets and scores"),
     "release-data": (
-        "splits.release_data.load",
+        "splits.release_data.cli",
         "the authors' Hugging Face dataset (ecaplan/splits, a local copy) as the pipeline's tables",
     ),
     "hypotheses": (

@@ -36,10 +36,18 @@ import polars as pl
 
 from splits.hypotheses.lexicon import canonical_lexicon, entry_tokens, query_text
 from splits.retrieval.analyzers import Analyzer
-from splits.retrieval.bm25 import ROBERTSON, BM25Params, BM25Scorer, merge_clauses
+from splits.retrieval.bm25 import (
+    DEFAULT_K1_B,
+    EPSILON,
+    ROBERTSON,
+    BM25Params,
+    BM25Scorer,
+    merge_clauses,
+)
 from splits.retrieval.phrases import PositionalIndex
 from splits.text import WORD_RE
-from splits.topics.retrieval import EPSILON, K1, B
+
+K1, B = DEFAULT_K1_B[ROBERTSON]  # the robertson method's own (a null k1 / b)
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 

@@ -176,11 +176,6 @@ def topics_targets(config: dict) -> list[str]:
     return [f"{base}/topics.parquet", f"{base}/topic_posts.parquet", f"{base}/topic_counts.csv"]
 
 
-def generate_topics_categories_args(config: dict) -> list[str]:
-    categories = config["topics"]["generate"]["categories"]
-    return ["--categories", *categories] if categories else []
-
-
 def sampling_targets(config: dict) -> list[str]:
     base = f"{config['outdir']}/dataset"
     return [
