@@ -960,6 +960,78 @@ def test_paired_tests_pool_both_directions_and_bonferroni_over_unordered_pairs()
     assert row["p"] == pytest.approx(2 / 32, abs=0.02)
 
 
+def test_probe_by_hand_with_config_equals_the_rules_settings_run(tmp_path):
+    """`splits probe empathy --config FILE` (by hand: settings, model entry and prompt variant
+    read from the config file, schema defaults filled) writes the same tables as the command the
+    rule runs (--settings, --model-spec and --variant-spec as JSON of the validated config)."""
+    from splits.config.schema import load_config
+    from splits.config.settings import settings_json
+
+    posts = _topic_posts(tmp_path / "posts.parquet")
+    prompts = REPO / "resources" / "prompts"
+    spec = {"backend": "builtin", "kind": "probe-scripted", "ingroup_bonus": 9}
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        yaml.safe_dump(
+            {
+                "seed": 7,
+                "models": {"hand": spec},
+                "probes": {
+                    "max_chars": 300,
+                    "empathy": {
+                        "model": "hand",
+                        "max_items": 8,
+                        "permutations": 300,
+                        "flips": 300,
+                        "variants": {
+                            "short": {
+                                "system_prompt": str(prompts / "probe_empathy_system.txt"),
+                                "prompt": str(prompts / "probe_empathy.txt"),
+                                "scale": [0, 50],
+                            }
+                        },
+                    },
+                },
+            }
+        )
+    )
+    config = load_config(config_file)
+    common = ["probe", "empathy", "--source", "topics", "--input", str(posts), "--group-set",
+              "demographics", "--variant", "short", "--demographics", DEMOGRAPHICS, "--cache", ""]  # fmt: skip
+    by_hand = tmp_path / "by_hand"
+    assert main([*common, "--outdir", str(by_hand), "--config", str(config_file)]) == 0
+    rule = tmp_path / "rule"
+    variant = json.dumps(config["probes"]["empathy"]["variants"]["short"], sort_keys=True)
+    assert (
+        main(
+            [
+                *common,
+                "--outdir",
+                str(rule),
+                "--model-spec",
+                json.dumps(spec),
+                "--variant-spec",
+                variant,
+                "--settings",
+                settings_json(config, EmpathySettings),
+            ]
+        )  # fmt: skip
+        == 0
+    )
+    summary = json.loads((by_hand / "summary.json").read_text())
+    # the config's values were used, not the schema's defaults
+    assert summary["n_items"] == 8 and summary["scale"] == [0.0, 50.0]
+    assert summary["permutations"] == 300 and summary["model"] == "hand"
+    assert (by_hand / "summary.json").read_bytes() == (rule / "summary.json").read_bytes()
+    for table in ("responses.parquet", "cells.parquet"):
+        assert pl.read_parquet(by_hand / table).equals(pl.read_parquet(rule / table)), table
+    # 8 posts x (6 demographics of the sample file + the neutral persona)^2 cells
+    assert pl.read_parquet(by_hand / "responses.parquet").height == 8 * 7**2
+    # without --config, the rule's JSON values are required
+    assert main([*common, "--outdir", str(tmp_path / "x"), "--settings",
+                 settings_json(config, EmpathySettings)]) == 2  # fmt: skip
+
+
 def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
     spec = {"backend": "builtin", "kind": "probe-scripted"}
     code = main(
