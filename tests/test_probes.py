@@ -31,6 +31,7 @@ from splits.probes.scripted import ScriptedProbeModel
 from splits.probes.settings import (
     EmpathyEnventSettings,
     EmpathySettings,
+    GraspJudgesSettings,
     GraspSettings,
     PersonalizationSettings,
     StressDreadditSettings,
@@ -1030,6 +1031,38 @@ def test_probe_by_hand_with_config_equals_the_rules_settings_run(tmp_path):
     # without --config, the rule's JSON values are required
     assert main([*common, "--outdir", str(tmp_path / "x"), "--settings",
                  settings_json(config, EmpathySettings)]) == 2  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "changed"),
+    [
+        # each rule's settings JSON changes exactly when a key its job reads changes, so that
+        # Snakemake re-runs only those jobs (the stress topics job does not read Dreaddit's keys)
+        ("probes.stress.dreaddit_split", "all", {StressDreadditSettings}),
+        ("probes.stress.max_items", 5, {StressSettings}),
+        ("probes.empathy.envent_max_items", 5, {EmpathyEnventSettings}),
+        ("probes.grasp.min_raters", 2, {GraspSettings}),
+        ("probes.grasp.fdr", 0.1, {GraspSettings, GraspJudgesSettings}),
+        ("probes.personalization.tau", 0.5, {PersonalizationSettings}),
+        ("probes.max_chars", 100, {StressSettings, StressDreadditSettings, EmpathySettings,
+                                   EmpathyEnventSettings, PersonalizationSettings}),
+        ("probes.grasp.stress_ratings", False, set()),
+    ],
+)  # fmt: skip
+def test_rule_settings_change_exactly_with_the_keys_their_jobs_read(key, value, changed):
+    from splits.config.settings import settings_json
+
+    classes = {StressSettings, StressDreadditSettings, EmpathySettings, EmpathyEnventSettings,
+               GraspSettings, GraspJudgesSettings, PersonalizationSettings}  # fmt: skip
+    before = {cls: settings_json(validate_config({}), cls) for cls in classes}
+    config: dict = {}
+    inner = config
+    *parents, last = key.split(".")
+    for part in parents:
+        inner = inner.setdefault(part, {})
+    inner[last] = value
+    after = {cls: settings_json(validate_config(config), cls) for cls in classes}
+    assert {cls for cls in classes if before[cls] != after[cls]} == changed
 
 
 def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
