@@ -457,7 +457,7 @@ def test_dices_style_wide_table_loader_and_cli(tmp_path):
             ),
         ]
     )
-    columns = RatingColumns("item_id", "rater_id", "Q_overall", tuple(DICES_ATTRIBUTES))
+    columns = RatingColumns("item_id", "rater_id", "Q_overall", tuple(DICES_ATTRIBUTES), (), None)
     ratings, attributes, counts = rating_rows(wide, columns, "dices.csv")
     assert counts == {
         "rows": 30 * 24 + 2,

@@ -949,7 +949,7 @@ def test_paired_tests_pool_both_directions_and_bonferroni_over_unordered_pairs()
                         "value": float(value),
                     }
                 )
-    task = Task("k", "interval", "{text}")
+    task = Task("k", "interval", "{text}", (1.0, 10.0))
     tests = paired_tests(pl.DataFrame(rows), [task], 2000, 0.8, 0, n_groups=4)
     assert tests.height == 1
     row = tests.row(0, named=True)

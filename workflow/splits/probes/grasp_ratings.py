@@ -33,12 +33,12 @@ class RatingColumns:
     rating" (D3's -1 "did not understand"), and a Likert threshold: with ``binarize_at`` set, a
     numeric rating r becomes ">=t" or "<t"."""
 
-    item: str = "item"
-    rater: str = "rater"
-    rating: str = "rating"
-    attributes: tuple[str, ...] = ()
-    missing_values: tuple[str, ...] = ()
-    binarize_at: float | None = None
+    item: str
+    rater: str
+    rating: str
+    attributes: tuple[str, ...]
+    missing_values: tuple[str, ...]
+    binarize_at: float | None
 
 
 def rating_rows(
