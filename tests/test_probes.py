@@ -33,9 +33,11 @@ from splits.probes.settings import (
     EmpathySettings,
     GraspJudgesSettings,
     GraspSettings,
+    PersonalizationJudgedSettings,
     PersonalizationSettings,
     StressDreadditSettings,
     StressSettings,
+    personalization_settings,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -750,7 +752,7 @@ def _run_all_probes(
                 *common,
                 *judge_args,
                 *_settings(
-                    PersonalizationSettings,
+                    personalization_settings((personalization or {}).get("judge_model")),
                     tasks=tasks,
                     max_items=n_items,
                     **overrides,
@@ -1043,9 +1045,14 @@ def test_probe_by_hand_with_config_equals_the_rules_settings_run(tmp_path):
         ("probes.empathy.envent_max_items", 5, {EmpathyEnventSettings}),
         ("probes.grasp.min_raters", 2, {GraspSettings}),
         ("probes.grasp.fdr", 0.1, {GraspSettings, GraspJudgesSettings}),
-        ("probes.personalization.tau", 0.5, {PersonalizationSettings}),
+        ("probes.personalization.tau", 0.5, {PersonalizationSettings,
+                                              PersonalizationJudgedSettings}),
+        # the judge's keys are read only where a judge is set (the rule's class without one
+        # is PersonalizationSettings)
+        ("probes.personalization.judge_max_tokens", 4, {PersonalizationJudgedSettings}),
         ("probes.max_chars", 100, {StressSettings, StressDreadditSettings, EmpathySettings,
-                                   EmpathyEnventSettings, PersonalizationSettings}),
+                                   EmpathyEnventSettings, PersonalizationSettings,
+                                   PersonalizationJudgedSettings}),
         ("probes.grasp.stress_ratings", False, set()),
     ],
 )  # fmt: skip
@@ -1053,7 +1060,10 @@ def test_rule_settings_change_exactly_with_the_keys_their_jobs_read(key, value, 
     from splits.config.settings import settings_json
 
     classes = {StressSettings, StressDreadditSettings, EmpathySettings, EmpathyEnventSettings,
-               GraspSettings, GraspJudgesSettings, PersonalizationSettings}  # fmt: skip
+               GraspSettings, GraspJudgesSettings, PersonalizationSettings,
+               PersonalizationJudgedSettings}  # fmt: skip
+    assert personalization_settings(None) is PersonalizationSettings
+    assert personalization_settings("judge") is PersonalizationJudgedSettings
     before = {cls: settings_json(validate_config({}), cls) for cls in classes}
     config: dict = {}
     inner = config

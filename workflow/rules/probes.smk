@@ -10,7 +10,7 @@ from splits.probes.settings import (
     STRESS_SETTINGS,
     GraspJudgesSettings,
     GraspSettings,
-    PersonalizationSettings,
+    personalization_settings,
 )
 
 
@@ -236,7 +236,9 @@ rule probe_personalization:
     resources:
         mem_mb=2000,
     params:
-        settings=settings_json(config, PersonalizationSettings),
+        settings=settings_json(
+            config, personalization_settings(PROBES["personalization"]["judge_model"])
+        ),
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,

@@ -5,6 +5,7 @@ the same tasks, and paired tests compare the answers."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 from pathlib import Path
@@ -23,7 +24,7 @@ from splits.probes.cli_common import (
     plain,
     probe_groups,
 )
-from splits.probes.settings import PersonalizationSettings
+from splits.probes.settings import personalization_settings
 
 log = logging.getLogger("splits.probe")
 
@@ -49,6 +50,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     add_group_arguments(parser)
     add_settings_arguments(parser)
+
+
+def judge_model(args: argparse.Namespace) -> str | None:
+    """probes.personalization.judge_model of the settings (it decides which keys they hold)."""
+    if args.config is not None:
+        from splits.config.schema import load_config
+
+        return load_config(args.config)["probes"]["personalization"]["judge_model"]
+    try:
+        values = json.loads(args.settings)
+    except json.JSONDecodeError:
+        return None  # settings_from_args says what is wrong
+    return values.get("judge_model") if isinstance(values, dict) else None
 
 
 def read_tasks(specs: list) -> list:
@@ -126,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         task_requests,
     )
 
-    settings = settings_from_args(args, PersonalizationSettings)
+    settings = settings_from_args(args, personalization_settings(judge_model(args)))
     spec = model_spec(args, settings.model, args.model_spec)
     if settings.flips < 1000:
         raise ConfigError("probes.personalization.flips: at least 1000 sign flips")

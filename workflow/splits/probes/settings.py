@@ -114,7 +114,7 @@ JUDGE_MIN_RATERS = 2
 
 @dataclass(frozen=True)
 class PersonalizationSettings:
-    """``probe_personalization``."""
+    """``probe_personalization`` without a rewrite judge (``judge_model`` null)."""
 
     SECTION: ClassVar[str] = "probes.personalization"
     model: str
@@ -122,7 +122,6 @@ class PersonalizationSettings:
     max_items: int
     min_similarity: float
     judge_model: str | None
-    judge_max_tokens: int
     tau: float
     flips: int
     temperature: float
@@ -130,3 +129,15 @@ class PersonalizationSettings:
     task_max_tokens: int
     probes: ProbeTextSettings
     seed: int = field(metadata={"key": "seed"})
+
+
+@dataclass(frozen=True)
+class PersonalizationJudgedSettings(PersonalizationSettings):
+    """``probe_personalization`` with a rewrite judge: also reads the judge's keys."""
+
+    judge_max_tokens: int
+
+
+def personalization_settings(judge_model: str | None) -> type[PersonalizationSettings]:
+    """The class of the keys the personalization job reads, by whether a judge is set."""
+    return PersonalizationJudgedSettings if judge_model else PersonalizationSettings
