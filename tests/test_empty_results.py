@@ -91,7 +91,7 @@ def test_selfid_curve_without_users_says_so(tmp_path, caplog):
 
 
 def test_probe_plots_of_empty_tables_say_so(tmp_path, caplog):
-    from splits.probes.cli import _bar_plot
+    from splits.probes.cli_common import bar_plot
     from splits.probes.empathy import EmpathyResult, heatmap
 
     empty = np.zeros((0, 0))
@@ -119,7 +119,7 @@ def test_probe_plots_of_empty_tables_say_so(tmp_path, caplog):
         cells=pl.DataFrame(),
     )
     with caplog.at_level(logging.WARNING):
-        _bar_plot([], [], tmp_path / "gai.png", "group association index", "GAI", "attribute")
+        bar_plot([], [], tmp_path / "gai.png", "group association index", "GAI", "attribute")
         heatmap(result, str(tmp_path / "heat.png"), "empathy gap")
     assert _is_png(tmp_path / "gai.png") and _is_png(tmp_path / "heat.png")
     assert _warned(caplog, "gai.png", "no rows") and _warned(caplog, "heat.png", "no persona")

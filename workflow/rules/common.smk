@@ -23,7 +23,6 @@ from splits.llm.registry import gpu_resources
 from splits.pipeline.targets import (
     EVALUATION_ROWS,
     HYPOTHESIS_SET,
-    PROBES_JUDGES_MIN_RATERS,
 )
 from splits.pipeline.targets import (
     backend,
@@ -50,11 +49,7 @@ from splits.pipeline.targets import (
     probe_grasp_column_args,
 )
 from splits.pipeline.targets import probe_judge_args, probe_reference_data
-from splits.pipeline.targets import (
-    probe_stress_groups_args,
-    probes_reference_targets,
-    rows_file,
-)
+from splits.pipeline.targets import probes_reference_targets, rows_file
 from splits.pipeline.targets import (
     selfid_verifier_args,
     synth_corpus_outputs,
