@@ -138,8 +138,8 @@ def test_graph_summary_counts_subreddits_without_neighbours(tmp_path):
     ).with_columns(post_id=pl.format("p{}", pl.int_range(pl.len())), text=pl.lit("x"))
     path = tmp_path / "posts.parquet"
     posts.write_parquet(path)
-    argv = ["graph", "--posts", str(path), "--out-dir", str(tmp_path / "g"), "--k", "3"]
-    argv += ["--min-posts", "1"]
+    argv = ["graph", "--posts", str(path), "--out-dir", str(tmp_path / "g")]
+    argv += ["--settings", '{"top_n": 50000, "min_posts": 1, "k": 3, "block_mb": 256}']
     assert splits_main(argv) == 0
     import json
 
