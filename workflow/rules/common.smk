@@ -8,6 +8,8 @@ from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, PATH_NAME
 from splits.config.settings import settings_json
 from splits.errors import ConfigError
 from splits.graph.settings import GraphSettings
+from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.sampling.settings import ExportSettings, SampleSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
