@@ -274,6 +274,16 @@ def test_cli_writes_the_contract(tmp_path):
     assert (out / "users.parquet").read_bytes() == first  # deterministic
     # a demographic that is not in the file is a one-line config error (exit 2)
     assert main(args[:8] + ["nope"] + args[9:]) == 2
+    # by hand, a config file gives the same settings as the rule's --settings
+    config = tmp_path / "config.yaml"
+    config.write_text("demographics:\n  groupness: entropy\n  top_user_fraction: 0.05\n")
+    rule = [*args[:-2], *settings_args(groupness="entropy", top_user_fraction=0.05)]
+    assert main(rule) == 0
+    by_rule = {name: (out / name).read_bytes() for name in ("users.parquet", "report.json")}
+    assert main([*args[:-2], "--config", str(config)]) == 0
+    assert {name: (out / name).read_bytes() for name in by_rule} == by_rule
+    report = json.loads((out / "report.json").read_text())
+    assert report["formula"] == "entropy" and report["top_user_fraction"] == 0.05
 
 
 def test_release_json_and_paper_yaml_load_the_same_facts(reference_dir, repo_root):

@@ -13,13 +13,13 @@ import polars as pl
 
 from splits.errors import ConfigError
 
-DEFAULT_SALT_ENV = "SPLITS_SALT"
 DEVELOPMENT_SALT = "splits-development-salt-not-secret"
 HASH_HEX_DIGITS = 16
 
 
-def resolve_salt(salt_env: str = DEFAULT_SALT_ENV) -> tuple[str, bool]:
-    """(salt, is_development_salt) from the environment variable ``salt_env``."""
+def resolve_salt(salt_env: str) -> tuple[str, bool]:
+    """(salt, is_development_salt) from the environment variable ``salt_env`` (config
+    ``export.salt_env``)."""
     value = os.environ.get(salt_env, "")
     if value:
         return value, False
