@@ -161,6 +161,15 @@ def sampling_members_args(wildcards, input):
     return ["--users", *input.users, "--thresholds", input.thresholds]
 
 
+def sweep_sample_settings(wildcards):
+    """The sampling settings of a sweep dataset (evaluation_sweep_dataset): sampling.k replaced
+    by the dataset's k, so that changing sampling.k re-runs none of them."""
+    values = json.loads(settings_json(config, SampleSettings))
+    return json.dumps(
+        {**values, "k": int(wildcards.k)}, sort_keys=True, separators=(",", ":")
+    )
+
+
 def demographic_users_files():
     """U_d of every demographic (group-ness percentiles: the sampling's dual members)."""
     return [f"{RESULTS}/demographics/{key}/users.parquet" for key in DEMOGRAPHIC_KEYS]
