@@ -451,6 +451,7 @@ def _search_cli(tmp_path: Path, demo_file: Path, verifier_args: list[str], **set
     from splits.cli import main
 
     chosen = schema_defaults(SelfidSettings, **settings)
+    settings_args = ["--settings", json.dumps(dataclasses.asdict(chosen))]
 
     out = tmp_path / "out"
     return main(
@@ -476,8 +477,7 @@ def _search_cli(tmp_path: Path, demo_file: Path, verifier_args: list[str], **set
             str(out / "cmp.parquet"),
             "--out-plot",
             str(out / "plot.png"),
-            "--settings",
-            json.dumps(dataclasses.asdict(chosen)),
+            *([] if "--config" in verifier_args else settings_args),
         ]
     )
 
@@ -556,6 +556,29 @@ def test_search_and_summary_cli(tmp_path):
     assert by_llm["verifier"] == "llm" and by_llm["undetected"] == 0
     assert by_llm["verified_self"] == 50 and by_llm["verified_anti"] == 15
     assert (tmp_path / "cache.sqlite").exists()
+    # by hand, a config file gives the same settings and the verifier's model and prompt
+    by_flags = (tmp_path / "out" / "m.parquet").read_bytes()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "demographics": {
+                    "verifier": "llm",
+                    "verifier_model": "oracle",
+                    "verifier_prompt": str(prompt),
+                },
+                "models": {"oracle": {"backend": "builtin", "kind": "selfid_test_oracle"}},
+            }
+        )
+    )
+    by_hand = _search_cli(
+        tmp_path,
+        demo_file,
+        ["--llm-cache", str(tmp_path / "cache.sqlite"), "--config", str(config)],
+    )
+    assert by_hand == 0
+    assert (tmp_path / "out" / "m.parquet").read_bytes() == by_flags
+    assert json.loads((tmp_path / "out" / "t.json").read_text())["verifier"] == "llm"
     summary = tmp_path / "summary"
     assert (
         main(

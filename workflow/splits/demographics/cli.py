@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from splits.config.definitions import THRESHOLDS_SUPPORT_KEY
+from splits.config.schema import load_config
 from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.config.templates import PROMPT_SLOTS, unknown_slot_error, unknown_slots
 from splits.demographics.curves import unsupported_error
@@ -125,8 +126,21 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     summary.add_argument("--health", help="run-health findings (JSON; splits.health)")
 
 
+def _verifier_from_config(args: argparse.Namespace) -> None:
+    """By hand with ``--config``: the LLM verifier's model, registry and prompt from that file
+    where no flag gives them (the rule passes them as flags: selfid_verifier_args)."""
+    config = load_config(args.config)
+    demographics = config["demographics"]
+    args.verifier_model = args.verifier_model or demographics["verifier_model"]
+    args.prompt = args.prompt or demographics["verifier_prompt"]
+    if args.models_json is None and args.verifier_model in config["models"]:
+        args.models_json = json.dumps({args.verifier_model: config["models"][args.verifier_model]})
+
+
 def _verifier_model(args: argparse.Namespace):
     """(model, prompt template) of the LLM verifier."""
+    if args.config is not None:
+        _verifier_from_config(args)
     if not args.verifier_model:
         raise ConfigError("demographics.verifier_model: required when demographics.verifier is llm")
     if not args.prompt or not Path(args.prompt).exists():
