@@ -5,6 +5,7 @@ through snakemake are in test_pipeline_faults.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_report_cli_on_empty_tables_exits_cleanly(tmp_path, caplog):
 
 
 def test_selfid_curve_without_users_says_so(tmp_path, caplog):
-    from splits.demographics.selfid import selfid_curve
+    from splits.demographics.curves import selfid_curve
 
     users = pl.DataFrame(
         schema={
@@ -157,8 +158,9 @@ def test_export_of_no_quadruplets_is_one_line(tmp_path, capsys):
         tmp_path / "tp.parquet"
     )
     argv = ["export", "--quadruplets", str(tmp_path / "q.parquet")]
-    argv += ["--topic-posts", str(tmp_path / "tp.parquet"), "--k", "4"]
-    argv += ["--salt-env", "SPLITS_TEST_SALT", "--out-dir", str(tmp_path / "out")]
+    argv += ["--topic-posts", str(tmp_path / "tp.parquet"), "--out-dir", str(tmp_path / "out")]
+    settings = {"k": 4, "salt_env": "SPLITS_TEST_SALT", "post_ids": "keep"}
+    argv += ["--settings", json.dumps(settings | {"license": None, "source": None})]
     assert splits_main(argv) != 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and "no quadruplets" in err[0] and str(tmp_path / "q.parquet") in err[0]

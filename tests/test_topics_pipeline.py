@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 import yaml
-from splits.sampling.draw import validate_quadruplets
+from splits.sampling.validate import validate_quadruplets
 from splits.topics.merge import TOPIC_POSTS_COLUMNS
 
 

@@ -16,6 +16,8 @@ from splits.topics.settings import (
     TopicShardsSettings,
     TopicShardStatsSettings,
 )
+from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.sampling.settings import ExportSettings, SampleSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -157,6 +159,15 @@ def sampling_members_args(wildcards, input):
     if not hasattr(input, "users"):
         return ["--members-from-topic-posts"]
     return ["--users", *input.users, "--thresholds", input.thresholds]
+
+
+def sweep_sample_settings(wildcards):
+    """The sampling settings of a sweep dataset (evaluation_sweep_dataset): sampling.k replaced
+    by the dataset's k, so that changing sampling.k re-runs none of them."""
+    values = json.loads(settings_json(config, SampleSettings))
+    return json.dumps(
+        {**values, "k": int(wildcards.k)}, sort_keys=True, separators=(",", ":")
+    )
 
 
 def demographic_users_files():
