@@ -59,6 +59,14 @@ def config(repo_root):
             "hypotheses.generate.models: 'lexical' is a builtin",
         ),
         (lambda c: c["hypotheses"].update(report_k=0.3), "hypotheses.report_k"),
+        (
+            lambda c: c["hypotheses"]["retrieval"].update(mode="release", method="atire"),
+            "hypotheses.retrieval.method: release mode",
+        ),
+        (
+            lambda c: c["hypotheses"]["retrieval"].update(analyzer="wordpiece", method="lucene"),
+            "hypotheses.retrieval.vocab",
+        ),
         (lambda c: c["hypotheses"].update(encoder="lexical"), "hypotheses.encoder"),
         (
             lambda c: c["hypotheses"]["files"].update(mine="no/such/file.yaml"),
