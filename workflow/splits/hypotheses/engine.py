@@ -35,6 +35,7 @@ from splits.hypotheses.triviality import (
 )
 from splits.stats import benjamini_hochberg
 
+TOP_POSTS = 20  # retrieved posts a query returns unless told
 VECTOR_CACHE_TEXTS = 1024  # encoded texts kept for triviality (identity words, lexicons)
 
 
@@ -128,7 +129,7 @@ class HypothesisEngine:
         group_a: str,
         group_b: str,
         target: str,
-        top_posts: int = 20,
+        top_posts: int = TOP_POSTS,
     ) -> QueryResult:
         if not canonical_lexicon(lexicon):
             raise QueryError("the lexicon has no entry with a letter or digit")

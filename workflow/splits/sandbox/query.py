@@ -25,7 +25,13 @@ import polars as pl
 from splits.config.schema import load_config
 from splits.config.settings import settings_from_config
 from splits.errors import ConfigError
-from splits.hypotheses.engine import HypothesisEngine, QueryError, QueryResult, q_values
+from splits.hypotheses.engine import (
+    TOP_POSTS,
+    HypothesisEngine,
+    QueryError,
+    QueryResult,
+    q_values,
+)
 from splits.hypotheses.lexicon import Limits, canonical_lexicon
 from splits.hypotheses.settings import LiftSettings, ReportSettings
 from splits.sandbox.typed import clean_text, format_lexicon, parse_lexicon, shown
@@ -147,7 +153,7 @@ class Sandbox:
         table: pl.DataFrame | None = None,
         names: dict[str, str] | None = None,
         notes: Sequence[str] = (),
-        top_posts: int = 20,
+        top_posts: int = TOP_POSTS,
     ):
         self.engine = engine
         self.settings = settings
@@ -186,7 +192,7 @@ class Sandbox:
         results: str | Path,
         configfile: str | Path,
         encoder: str | None = None,
-        top_posts: int = 20,
+        top_posts: int = TOP_POSTS,
     ) -> Sandbox:
         """The run of ``configfile`` whose outputs are under ``results``. Relative paths of the
         config (the demographics file, identity words) are read from the current directory, as
