@@ -33,7 +33,7 @@ from splits.hypotheses.engine import (
     q_values,
 )
 from splits.hypotheses.lexicon import Limits, canonical_lexicon
-from splits.hypotheses.settings import LiftSettings, ReportSettings
+from splits.hypotheses.settings import FileSettings, LiftSettings, ReportSettings
 from splits.sandbox.typed import clean_text, format_lexicon, parse_lexicon, shown
 
 NO_VALUE = "—"
@@ -68,12 +68,11 @@ class RunSettings:
     @classmethod
     def from_config(cls, config: dict) -> RunSettings:
         report = settings_from_config(ReportSettings, config)
-        section = config["hypotheses"]
         return cls(
             settings_from_config(LiftSettings, config),
             report.triviality_thresholds,
             report.report_k,
-            Limits(section["max_entries"], section["max_phrase_tokens"]),
+            settings_from_config(FileSettings, config).limits,
         )
 
 
