@@ -180,7 +180,11 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
     table = pl.read_parquet(out)
     assert table["category"].unique().to_list() == ["Cat"]
 
+    from dataclasses import asdict
+
+    from splits.config.settings import schema_defaults
     from splits.hypotheses.lexicon import Hypothesis, hypotheses_frame
+    from splits.hypotheses.settings import LiftSettings
 
     hypotheses_frame(
         [
@@ -198,9 +202,8 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
                 str(tmp_path / "set.parquet"),
                 "--topic-posts",
                 str(out),
-                "--k-fractions",
-                "0.1",
-                "0.25",
+                "--settings",
+                json.dumps(asdict(schema_defaults(LiftSettings, k_fractions=(0.1, 0.25)))),
                 "--out",
                 str(tmp_path / "lift.parquet"),
                 "--report",

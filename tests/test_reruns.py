@@ -295,3 +295,31 @@ def test_config_salt_reruns_the_export_and_reaches_its_job(finished, tmp_path, m
     ]
     card = (work / "results" / "dataset" / "export" / "README.md").read_text()
     assert "public development salt" not in card and "a-config-salt" not in card
+
+
+def test_hypotheses_retrieval_k1_reruns_the_lift_jobs_and_downstream(finished):
+    """hypotheses.retrieval is read by the lift jobs only (their settings): changing k1 re-runs
+    every set's lift and what reads it (the table, its plots, the report), not the sets or their
+    triviality."""
+
+    def change(data):
+        data.setdefault("hypotheses", {}).setdefault("retrieval", {})["k1"] = 1.2
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(finished, lambda o: o.rule == "hypotheses_lift")
+    assert any(p.endswith("hypotheses/lift.parquet") for p in expected)
+    assert not any(
+        p.startswith(("results/hypotheses/sets/", "results/hypotheses/triviality/"))
+        for p in expected
+    )
+
+
+def test_hypotheses_report_k_reruns_the_plots_only(finished):
+    """hypotheses.report_k is read by the plots job only."""
+
+    def change(data):
+        data.setdefault("hypotheses", {})["report_k"] = 0.1
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(finished, lambda o: o.rule == "hypotheses_report")
+    assert not any(p.endswith(("lift.parquet", "stages.csv", "filtered.csv")) for p in expected)

@@ -18,6 +18,16 @@ from splits.topics.settings import (
 )
 from splits.demographics.settings import GroupnessSettings, SelfidSettings
 from splits.sampling.settings import ExportSettings, SampleSettings
+from splits.hypotheses.settings import (
+    FileSettings,
+    GenerateSettings,
+    LiftSettings,
+    ReportSettings,
+    SampleSettings as HypothesesSampleSettings,
+    TableSettings,
+    TheoriesSettings,
+    TrivialitySettings,
+)
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -38,8 +48,7 @@ from splits.pipeline.targets import (
     experiment_rows,
     final_targets,
 )
-from splits.pipeline.targets import hypotheses_encoder_args
-from splits.pipeline.targets import hypotheses_limits, hypotheses_model_args
+from splits.pipeline.targets import hypotheses_encoder_args, hypotheses_model_args
 from splits.pipeline.targets import (
     hypotheses_theory_args,
     hypothesis_sets,
@@ -431,20 +440,6 @@ def hypotheses_vocab_input():
     return (
         [vocab] if HYPOTHESES["retrieval"]["analyzer"] == "wordpiece" and vocab else []
     )
-
-
-def hypotheses_retrieval_args():
-    r = HYPOTHESES["retrieval"]
-    args = ["--retrieval-mode", r["mode"], "--bm25-method", r["method"] or "default"]
-    for flag, key in (("--bm25-k1", "k1"), ("--bm25-b", "b")):
-        if r[key] is not None:
-            args += [flag, str(r[key])]
-    args += ["--bm25-delta", str(r["delta"]), "--analyzer", r["analyzer"]]
-    if r["vocab"]:
-        args += ["--vocab", r["vocab"]]
-    max_tokens = r["max_tokens"]
-    args += ["--max-tokens", "all" if max_tokens is None else str(max_tokens)]
-    return args + ["--doc-count", str(r["doc_count"])]
 
 
 def hypotheses_identity_input():

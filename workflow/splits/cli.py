@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import resource
 import sys
 import time
@@ -103,6 +104,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# subcommand -> environment variables set before its module is imported (the one place the
+# package writes the environment: library code never does)
+ENVIRONMENT: dict[str, dict[str, str]] = {
+    "sandbox": {"GRADIO_ANALYTICS_ENABLED": "False"},  # no analytics, no version check
+}
+
+
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows an option's default, except where there is none to show (a required option, a flag,
     no value) or the help says it in words already."""
@@ -155,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     top = build_parser()
     known, rest = top.parse_known_args(argv)
     module_name, help_text = COMMANDS[known.command]
+    os.environ.update(ENVIRONMENT.get(known.command, {}))
     module = importlib.import_module(module_name)
     configure_parser, run = command_functions(module, known.command)
     parser = Parser(prog=f"splits {known.command}", description=help_text)

@@ -417,16 +417,6 @@ def hypotheses_targets(config: dict) -> list[str]:
     ]
 
 
-def hypotheses_limits(config: dict) -> list[str]:
-    hypotheses = config["hypotheses"]
-    return [
-        "--max-entries",
-        str(hypotheses["max_entries"]),
-        "--max-phrase-tokens",
-        str(hypotheses["max_phrase_tokens"]),
-    ]
-
-
 def hypotheses_model_args(config: dict, model: str) -> list[str]:
     """--model/--model-spec (a param: editing that model re-runs its jobs) and its cache."""
     cache = f"{config['outdir']}/llm_cache/hypotheses_{model}.sqlite"
@@ -448,9 +438,9 @@ def hypotheses_theory_args(config: dict, tm: str) -> list[str]:
 
 
 def hypotheses_encoder_args(config: dict) -> list[str]:
-    """--encoder and, for a registry encoder, its entry (a param: editing it re-runs triviality)."""
+    """A registry encoder's entry (a param: editing it re-runs triviality); none for a Hugging
+    Face id or path (the encoder's name is in the rule's settings)."""
     name = config["hypotheses"]["encoder"]
-    words = ["--encoder", name]
     if name in config["models"]:
-        words += ["--models-json", json.dumps({name: config["models"][name]}, sort_keys=True)]
-    return words
+        return ["--models-json", json.dumps({name: config["models"][name]}, sort_keys=True)]
+    return []
