@@ -8,6 +8,7 @@ from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, PATH_NAME
 from splits.config.settings import settings_json
 from splits.errors import ConfigError
 from splits.graph.settings import GraphSettings
+from splits.ingest.settings import IngestSettings, SynthSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -50,11 +51,7 @@ from splits.pipeline.targets import (
     probes_reference_targets,
     rows_file,
 )
-from splits.pipeline.targets import (
-    selfid_verifier_args,
-    synth_corpus_outputs,
-    synth_plant_args,
-)
+from splits.pipeline.targets import selfid_verifier_args, synth_corpus_outputs
 from splits.pipeline.targets import theories_file
 
 RESULTS = config["outdir"]

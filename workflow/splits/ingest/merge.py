@@ -24,14 +24,13 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
 import polars as pl
 
 from splits.errors import ConfigError, InputError
-from splits.ingest.read import POSTS_SCHEMA, REASONS, drop_duplicate_ids, duplicate_hashes
+from splits.ingest.clean import POSTS_SCHEMA, REASONS, drop_duplicate_ids, duplicate_hashes
 from splits.io import read_json, write_json, write_parquet
 
 log = logging.getLogger(__name__)
@@ -233,23 +232,3 @@ def merge(posts: list[str], reports: list[str], out: str | Path, report_path: st
         )
     write_json(report, report_path)
     return report
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--posts", nargs="+", required=True, help="shard posts Parquet files, in order"
-    )
-    parser.add_argument("--reports", nargs="+", required=True, help="shard reports, same order")
-    parser.add_argument("--out", required=True, help="merged posts Parquet")
-    parser.add_argument("--report", required=True, help="ingest report JSON")
-
-
-def run(args: argparse.Namespace) -> int:
-    report = merge(args.posts, args.reports, args.out, args.report)
-    log.info(
-        "%d records -> %d posts; dropped %s",
-        report["records"],
-        report["posts"],
-        {k: v for k, v in report["dropped"].items() if v},
-    )
-    return 0
