@@ -29,8 +29,8 @@ from splits.cli import main as splits_main
 from splits.config.definitions import load_demographics, load_topics
 from splits.config.settings import schema_defaults
 from splits.errors import InputError
-from splits.ingest.merge import merge
 from splits.ingest.clean import REASONS, load_bot_list
+from splits.ingest.merge import merge
 from splits.ingest.read import ingest_shard
 from splits.ingest.settings import IngestSettings, SynthSettings
 from splits.ingest.synth.generate import generate
