@@ -4,7 +4,6 @@ bucket files, confirmed on the ids themselves)."""
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from pathlib import Path
 
@@ -13,8 +12,6 @@ import polars as pl
 
 from splits.errors import ConfigError
 from splits.ingest.titles import HASH_SEED, TitleIndex
-
-log = logging.getLogger(__name__)
 
 POSTS_SCHEMA = {
     "post_id": pl.String,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 from collections import Counter
 
 import numpy as np
@@ -19,8 +18,6 @@ try:  # orjson is faster on the slow (per-line) path; the stdlib is the fallback
 except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
 
-
-log = logging.getLogger(__name__)
 
 # NDJSON schemas of the fast path: every key as String (numbers are kept as their text and cast
 # afterwards, so ints, floats and numeric strings all parse), unknown keys ignored.

@@ -23,7 +23,7 @@ NDJSON, with the ground truth every later stage can be scored against:
 
 Posts are generated per block of users and streamed to disk, so memory is bounded by the block
 size whatever the corpus size. Every random draw comes from one ``numpy`` Generator seeded from
-``--seed``: the same arguments give byte-identical files.
+the ``seed`` setting: the same settings give byte-identical files.
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ phrase occurrences that are not self-identifications, bots and spam)."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,9 +38,6 @@ from splits.ingest.synth.world import (
     _inline,
     _topic_words,
 )
-
-log = logging.getLogger(__name__)
-
 
 # --------------------------------------------------------------------------- posts of a block
 

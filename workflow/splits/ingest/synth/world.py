@@ -4,7 +4,6 @@ seed subreddits, planted change points and marker phrases)."""
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from dataclasses import dataclass
@@ -24,8 +23,6 @@ from splits.ingest.synth.vocab import (
     USER_STEMS_A,
     USER_STEMS_B,
 )
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +13,6 @@ import polars as pl
 from splits.ingest.synth.world import (
     SynthParams,
 )
-
-log = logging.getLogger(__name__)
-
 
 # --------------------------------------------------------------------------- writers
 
