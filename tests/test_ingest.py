@@ -534,3 +534,36 @@ def test_parallel_chunks_give_the_bytes_of_a_serial_run(tmp_path, monkeypatch):
     posts = pl.read_parquet(tmp_path / "par.parquet")
     assert posts["post_id"].to_list()[:42] == [f"s{k}" for k in range(40)] + ["c0", "c1"]
     assert posts.filter(pl.col("post_id") == "s7")["text"].item() == "Title 7\n\nroot 7"
+
+
+def test_ingest_by_hand_with_a_config_file(tmp_path, capsys):
+    """`splits ingest --config FILE` takes ingest.chunk_mb from a config file, validated
+    against the schema: the posts and report equal those of the rule's `--settings` run, and a
+    chunk size the schema refuses stops with one config-error line naming the key."""
+    from splits.cli import main as splits_main
+
+    corpus, _, _ = _bad_corpus(tmp_path / "bad")
+    bots = str(REPO / "resources" / "bots.txt")
+    config = tmp_path / "config.yaml"
+
+    def run(name: str, *source: str) -> int:
+        out = [
+            "--out",
+            str(tmp_path / f"{name}.parquet"),
+            "--report",
+            str(tmp_path / f"{name}.json"),
+        ]
+        argv = ["ingest", "--input", str(corpus), "--shard", "bad", "--bots", bots, *out]
+        return splits_main([*argv, *source])
+
+    config.write_text("ingest:\n  chunk_mb: 2\n")
+    assert run("hand", "--config", str(config)) == 0
+    assert run("rule", "--settings", '{"chunk_mb": 2}') == 0
+    assert (tmp_path / "hand.parquet").read_bytes() == (tmp_path / "rule.parquet").read_bytes()
+    assert (tmp_path / "hand.json").read_text() == (tmp_path / "rule.json").read_text()
+    capsys.readouterr()
+    config.write_text("ingest:\n  chunk_mb: 0\n")
+    assert run("bad", "--config", str(config)) != 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "ingest.chunk_mb" in lines[0], lines
+    assert not (tmp_path / "bad.parquet").exists()
