@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 import zstandard
 from splits.config.settings import schema_defaults
-from splits.ingest.clean import REASONS, load_bot_list
+from splits.ingest.bots import load_bot_list
+from splits.ingest.clean import REASONS
 from splits.ingest.merge import merge
 from splits.ingest.read import ingest_shard, shard_names
 from splits.ingest.settings import IngestSettings

@@ -29,7 +29,8 @@ from splits.cli import main as splits_main
 from splits.config.definitions import load_demographics, load_topics
 from splits.config.settings import schema_defaults
 from splits.errors import InputError
-from splits.ingest.clean import REASONS, load_bot_list
+from splits.ingest.bots import load_bot_list
+from splits.ingest.clean import REASONS
 from splits.ingest.merge import merge
 from splits.ingest.read import ingest_shard
 from splits.ingest.settings import IngestSettings, SynthSettings
@@ -642,7 +643,7 @@ def test_single_post_bots_are_caught_by_their_marks(tmp_path):
 
 
 def test_marks_rule_on_planted_accounts():
-    from splits.ingest.merge import templated_bots
+    from splits.ingest.bots import templated_bots
 
     texts = {
         "OneShotBot": ["Here you go! ^(I'm ^a ^bot) ^| ^[feedback](/message/compose?to=x)"],
@@ -821,7 +822,7 @@ def test_bots_signed_as_in_the_issue_are_caught_and_humans_kept():
     conversions, the same closing line); an account not named bot that signs its posts as a
     bot, or links its own user page as a relative Markdown link; humans who say "beep boop"
     once, mention their own /u/ name in plain text, or whose name ends in bot, are kept."""
-    from splits.ingest.merge import bot_verdicts
+    from splits.ingest.bots import bot_verdicts
 
     book = (
         "Beep. Boop. I'm a robot. Here's a copy of\n\n###[Frankenstein](https://snewd.com/"

@@ -1,6 +1,6 @@
 """Cleaning raw records into posts (one polars query per chunk, every dropped record counted
-under its first reason), the known-bot list, and duplicate post ids (64-bit hashes spilled to
-bucket files, confirmed on the ids themselves)."""
+under its first reason), and duplicate post ids (64-bit hashes spilled to bucket files,
+confirmed on the ids themselves)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from splits.errors import ConfigError
 from splits.ingest.titles import HASH_SEED, TitleIndex
 
 POSTS_SCHEMA = {
@@ -41,23 +40,6 @@ REASONS = (
     "bot",
     "duplicate_id",
 )
-DEFAULT_BOTS = ("AutoModerator",)
-
-
-def load_bot_list(path: str | Path | None) -> set[str]:
-    bots = set(DEFAULT_BOTS)
-    if path is None:
-        return bots
-    p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"ingest.bots_file: {path} does not exist")
-    for line in p.read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            bots.add(line)
-    return bots
-
-
 # --------------------------------------------------------------------------- cleaning
 
 

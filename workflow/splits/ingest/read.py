@@ -66,8 +66,8 @@ from pathlib import Path
 import polars as pl
 from polars.io.plugins import register_io_source
 
+from splits.ingest.bots import DEFAULT_BOTS
 from splits.ingest.clean import (
-    DEFAULT_BOTS,
     POSTS_SCHEMA,
     REASONS,
     Cleaner,

@@ -9,7 +9,7 @@ import argparse
 
 from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.errors import ConfigError
-from splits.ingest.clean import load_bot_list
+from splits.ingest.bots import load_bot_list
 from splits.ingest.read import ingest_shard
 from splits.ingest.settings import IngestSettings
 
