@@ -18,6 +18,8 @@ is not scaled); such rows are marked "~" and their RSS is that of the smaller co
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -26,8 +28,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from splits.config.settings import schema_defaults
+from splits.ingest.settings import IngestSettings, SynthSettings
+
 REPO = Path(__file__).resolve().parents[1]
 BYTES_PER_POST = 470  # what the generator writes per utterance, measured
+
+
+def settings(cls: type, **overrides) -> str:
+    """A stage's ``--settings`` value: the schema's defaults, the given values replaced (None
+    keeps the default)."""
+    values = {k: v for k, v in overrides.items() if v is not None}
+    return json.dumps(dataclasses.asdict(schema_defaults(cls, **values)))
 
 
 def run_measured(cmd: list[str], timeout: float | None = None) -> tuple[float, float, int, float]:
@@ -74,7 +86,7 @@ def make_corpus(root: Path, mb: float) -> Path:
         "--demographics", str(REPO / "config/demographics.sample.yaml"),
         "--topics", str(REPO / "config/topics.yaml"),
         "--out", str(root / "corpus"), "--truth-dir", str(root / "truth"),
-        "--posts", str(posts), "--shards", "1",
+        "--settings", settings(SynthSettings, posts=posts, shards=1),
     ]  # fmt: skip
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return root / "corpus" / "sample-0"
@@ -85,7 +97,9 @@ def main() -> int:
     parser.add_argument(
         "--mb", type=float, nargs="+", default=[50.0], help="utterances.jsonl sizes"
     )
-    parser.add_argument("--chunk-mb", type=float, default=16)
+    parser.add_argument(
+        "--chunk-mb", type=float, help="bytes parsed per chunk (default: ingest.chunk_mb)"
+    )
     parser.add_argument("--no-convokit", action="store_true")
     parser.add_argument("--convokit-timeout", type=float, default=3600)
     parser.add_argument(
@@ -115,7 +129,8 @@ def main() -> int:
         out = root / "posts.parquet"
         ingest = [
             sys.executable, "-m", "splits.cli", "ingest", "--input", str(corpus),
-            "--out", str(out), "--report", str(root / "report.json"), "--chunk-mb", str(args.chunk_mb),
+            "--out", str(out), "--report", str(root / "report.json"),
+            "--settings", settings(IngestSettings, chunk_mb=args.chunk_mb),
         ]  # fmt: skip
         t_ing, rss_ing, code, cpu_ing = run_measured(ingest)
         if code != 0:

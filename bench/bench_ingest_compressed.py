@@ -27,7 +27,8 @@ from pathlib import Path
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_ingest import run_measured  # noqa: E402
+from bench_ingest import run_measured, settings  # noqa: E402
+from splits.ingest.settings import IngestSettings, SynthSettings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BYTES_PER_POST = 260  # what the generator writes per post in the RC_ file, measured
@@ -47,7 +48,7 @@ def make_rc(root: Path, mb: float) -> Path:
         "--demographics", str(REPO / "config/demographics.sample.yaml"),
         "--topics", str(REPO / "config/topics.yaml"),
         "--out", str(root / "corpus"), "--truth-dir", str(root / "truth"),
-        "--posts", str(posts), "--shards", "1", "--format", "pushshift",
+        "--settings", settings(SynthSettings, posts=posts, shards=1, format="pushshift"),
     ]  # fmt: skip
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return root / "corpus" / "RC_sample-0.ndjson"
@@ -65,7 +66,9 @@ def peer_seconds(cmd: list[str], path: Path) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=20.0, help="size of the plain RC_ file")
-    parser.add_argument("--chunk-mb", type=float, default=16)
+    parser.add_argument(
+        "--chunk-mb", type=float, help="bytes parsed per chunk (default: ingest.chunk_mb)"
+    )
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     base = Path(args.workdir or tempfile.mkdtemp(prefix="bench_ingest_compressed."))
@@ -85,7 +88,7 @@ def main() -> int:
         cmd = [
             sys.executable, "-m", "splits.cli", "ingest", "--input", str(path),
             "--out", str(out), "--report", str(base / f"{name}.json"),
-            "--chunk-mb", str(args.chunk_mb),
+            "--settings", settings(IngestSettings, chunk_mb=args.chunk_mb),
         ]  # fmt: skip
         wall, rss, code, cpu = run_measured(cmd)
         if code != 0:

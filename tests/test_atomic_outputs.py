@@ -4,6 +4,8 @@ output folder)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from splits.config.settings import schema_defaults
+from splits.ingest.settings import IngestSettings, SynthSettings
 from splits.io import atomic_path, stale_temporaries, write_json, write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,13 +69,18 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 120) -> bool:
     raise AssertionError("the writer neither started writing nor finished")
 
 
+def _settings(cls: type, **overrides) -> str:
+    """A stage's ``--settings`` value: the schema's defaults, some replaced."""
+    return json.dumps(dataclasses.asdict(schema_defaults(cls, **overrides)))
+
+
 def _synth(out: Path, posts: int, fmt: str = "convokit") -> list[str]:
     return [
         sys.executable, "-m", "splits.cli", "synth",
         "--demographics", str(REPO / "config" / "demographics.sample.yaml"),
         "--topics", str(REPO / "config" / "topics.yaml"),
         "--out", str(out / "corpus"), "--truth-dir", str(out),
-        "--posts", str(posts), "--shards", "2", "--format", fmt,
+        "--settings", _settings(SynthSettings, posts=posts, shards=2, format=fmt),
     ]  # fmt: skip
 
 
@@ -85,7 +94,7 @@ def test_killed_ingest_leaves_nothing_and_the_rerun_cleans_up(tmp_path):
     cmd = [
         sys.executable, "-m", "splits.cli", "ingest", "--input", str(corpus),
         "--out", str(out / "s.parquet"), "--report", str(out / "s.report.json"),
-        "--chunk-mb", "1",
+        "--settings", _settings(IngestSettings, chunk_mb=1),
     ]  # fmt: skip
     kills = 0
     for _ in range(3):

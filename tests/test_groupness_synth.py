@@ -15,7 +15,6 @@ import sys
 import numpy as np
 import polars as pl
 import pytest
-import yaml
 from splits.config.definitions import load_demographics
 from splits.config.settings import schema_defaults
 from splits.demographics.groupness import build_users, demographic_posts, read_bots
@@ -27,7 +26,6 @@ from splits.demographics.settings import GroupnessSettings, SelfidSettings
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory, repo_root):
     out = tmp_path_factory.mktemp("synth")
-    config = yaml.safe_load((repo_root / "config" / "config.yaml").read_text())
     demographics = repo_root / "config" / "demographics.sample.yaml"
     cmd = [
         sys.executable,
@@ -42,8 +40,8 @@ def synth(tmp_path_factory, repo_root):
         str(out / "corpus"),
         "--truth-dir",
         str(out / "truth"),
-        "--seed",
-        str(config["seed"]),
+        "--config",
+        str(repo_root / "config" / "config.yaml"),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

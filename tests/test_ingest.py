@@ -13,10 +13,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 import zstandard
-from splits.ingest import merge
-from splits.ingest.read import REASONS, ingest_shard, load_bot_list, shard_names
+from splits.config.settings import schema_defaults
+from splits.ingest.bots import load_bot_list
+from splits.ingest.clean import REASONS
+from splits.ingest.merge import merge
+from splits.ingest.read import ingest_shard, shard_names
+from splits.ingest.settings import IngestSettings
 
 REPO = Path(__file__).resolve().parents[1]
+
+INGEST = schema_defaults(IngestSettings)
 
 
 def _utt(
@@ -142,7 +148,11 @@ def test_bad_convokit_corpus_counts_every_reason(tmp_path, chunk_mb):
     corpus, expected, valid = _bad_corpus(tmp_path / "bad")
     bots = load_bot_list(REPO / "resources" / "bots.txt")
     report = ingest_shard(
-        corpus, tmp_path / "out.parquet", tmp_path / "r.json", bots=bots, chunk_mb=chunk_mb
+        corpus,
+        tmp_path / "out.parquet",
+        tmp_path / "r.json",
+        schema_defaults(IngestSettings, chunk_mb=chunk_mb),
+        bots=bots,
     )
     _check_bad(report, pl.read_parquet(tmp_path / "out.parquet"), expected, valid)
     assert json.loads((tmp_path / "r.json").read_text()) == report
@@ -155,7 +165,7 @@ def test_old_key_spelling_and_corpus_zip(tmp_path):
         for f in corpus.iterdir():
             zf.write(f, f"subreddit-Old/{f.name}")
     bots = load_bot_list(REPO / "resources" / "bots.txt")
-    report = ingest_shard(archive, tmp_path / "z.parquet", tmp_path / "z.json", bots=bots)
+    report = ingest_shard(archive, tmp_path / "z.parquet", tmp_path / "z.json", INGEST, bots=bots)
     _check_bad(report, pl.read_parquet(tmp_path / "z.parquet"), expected, valid)
     assert shard_names([str(archive), str(corpus)]) == {
         "subreddit-Old": str(archive),
@@ -165,14 +175,14 @@ def test_old_key_spelling_and_corpus_zip(tmp_path):
 
 def test_empty_inputs_finish(tmp_path):
     corpus = _write_corpus(tmp_path / "empty", [], {})
-    report = ingest_shard(corpus, tmp_path / "e.parquet", tmp_path / "e.json")
+    report = ingest_shard(corpus, tmp_path / "e.parquet", tmp_path / "e.json", INGEST)
     assert report["records"] == report["posts"] == 0
     assert pl.read_parquet(tmp_path / "e.parquet").columns[:3] == ["post_id", "kind", "subreddit"]
     (tmp_path / "RC_empty.ndjson").write_bytes(b"")
     assert (
-        ingest_shard(tmp_path / "RC_empty.ndjson", tmp_path / "p.parquet", tmp_path / "p.json")[
-            "posts"
-        ]
+        ingest_shard(
+            tmp_path / "RC_empty.ndjson", tmp_path / "p.parquet", tmp_path / "p.json", INGEST
+        )["posts"]
         == 0
     )
 
@@ -240,8 +250,12 @@ def test_pushshift_ndjson_and_zst(tmp_path):
     (tmp_path / "RS_2018-01").mkdir()
     (tmp_path / "RS_2018-01.ndjson").write_bytes(rs)
     (tmp_path / "RC_2018-01.zst").write_bytes(zstandard.ZstdCompressor().compress(rc))
-    r1 = ingest_shard(tmp_path / "RS_2018-01.ndjson", tmp_path / "rs.parquet", tmp_path / "rs.json")
-    r2 = ingest_shard(tmp_path / "RC_2018-01.zst", tmp_path / "rc.parquet", tmp_path / "rc.json")
+    r1 = ingest_shard(
+        tmp_path / "RS_2018-01.ndjson", tmp_path / "rs.parquet", tmp_path / "rs.json", INGEST
+    )
+    r2 = ingest_shard(
+        tmp_path / "RC_2018-01.zst", tmp_path / "rc.parquet", tmp_path / "rc.json", INGEST
+    )
     assert r1["posts"] == 2 and r1["dropped"]["deleted_text"] == 1
     assert (
         r2["posts"] == 2
@@ -287,7 +301,7 @@ def test_merge_cross_shard_duplicates_and_templated_bots(tmp_path):
     ca = _write_corpus(tmp_path / "A", a, {"a0": "T"})
     cb = _write_corpus(tmp_path / "B", b, {})
     for name, c in (("A", ca), ("B", cb)):
-        ingest_shard(c, tmp_path / f"{name}.parquet", tmp_path / f"{name}.json", shard=name)
+        ingest_shard(c, tmp_path / f"{name}.parquet", tmp_path / f"{name}.json", INGEST, shard=name)
     report = merge(
         [str(tmp_path / "A.parquet"), str(tmp_path / "B.parquet")],
         [str(tmp_path / "A.json"), str(tmp_path / "B.json")],
@@ -310,7 +324,7 @@ def test_reference_corpus_matches_convokit(reference_dir, tmp_path):
     if not path.is_dir():
         pytest.skip(f"{path} is absent")
     bots = load_bot_list(REPO / "resources" / "bots.txt")
-    report = ingest_shard(path, tmp_path / "c.parquet", tmp_path / "c.json", bots=bots)
+    report = ingest_shard(path, tmp_path / "c.parquet", tmp_path / "c.json", INGEST, bots=bots)
     ours = pl.read_parquet(tmp_path / "c.parquet")
     corpus = convokit.Corpus(filename=str(path))
     # the documented cleaning, applied independently to what ConvoKit loads
@@ -406,7 +420,8 @@ def test_config_errors_stop_snakemake_with_one_line(tmp_path, edit, message):
 @pytest.mark.parametrize("indent", [None, 2])
 def test_titles_streamed_in_small_chunks_equal_json_load(tmp_path, indent):
     """Fast (literal-cut) and fallback (entry by entry) title readers give what json.load gives."""
-    from splits.ingest.read import _Source, read_titles
+    from splits.ingest.sources import _Source
+    from splits.ingest.titles import read_titles
 
     convs = {
         f"id{i}": {
@@ -436,7 +451,12 @@ def test_bad_line_deep_in_a_big_chunk_costs_one_small_slow_piece(tmp_path):
     corpus = _write_corpus(
         tmp_path / "big", [_line(_utt("s0", "s0", text="root"))] + lines, {"s0": "T"}
     )
-    report = ingest_shard(corpus, tmp_path / "b.parquet", tmp_path / "b.json", chunk_mb=16)
+    report = ingest_shard(
+        corpus,
+        tmp_path / "b.parquet",
+        tmp_path / "b.json",
+        schema_defaults(IngestSettings, chunk_mb=16),
+    )
     posts = pl.read_parquet(tmp_path / "b.parquet")
     assert report["dropped"]["malformed_json"] == 1 and report["dropped_total"] == 1
     # one piece of at most 64 KiB went line by line, not the whole 1 MB chunk
@@ -451,7 +471,7 @@ def test_bad_line_deep_in_a_big_chunk_costs_one_small_slow_piece(tmp_path):
 
 
 def test_title_index_lookup_equals_dict_oracle():
-    from splits.ingest.read import TitleIndex
+    from splits.ingest.titles import TitleIndex
 
     titles = pl.DataFrame(
         {
@@ -494,10 +514,20 @@ def test_parallel_chunks_give_the_bytes_of_a_serial_run(tmp_path, monkeypatch):
     corpus = _write_corpus(tmp_path / "c", lines, {f"s{k}": f"Title {k}" for k in range(40)})
     monkeypatch.setattr(ingest, "WORKERS", 1)
     monkeypatch.setattr(ingest, "IN_FLIGHT", 1)
-    serial = ingest_shard(corpus, tmp_path / "serial.parquet", tmp_path / "s.json", chunk_mb=0.01)
+    serial = ingest_shard(
+        corpus,
+        tmp_path / "serial.parquet",
+        tmp_path / "s.json",
+        schema_defaults(IngestSettings, chunk_mb=0.01),
+    )
     monkeypatch.setattr(ingest, "WORKERS", 2)
     monkeypatch.setattr(ingest, "IN_FLIGHT", 3)
-    parallel = ingest_shard(corpus, tmp_path / "par.parquet", tmp_path / "p.json", chunk_mb=0.01)
+    parallel = ingest_shard(
+        corpus,
+        tmp_path / "par.parquet",
+        tmp_path / "p.json",
+        schema_defaults(IngestSettings, chunk_mb=0.01),
+    )
     assert serial == parallel
     assert serial["dropped"]["malformed_json"] == 11 and serial["dropped"]["duplicate_id"] == 8
     assert serial["dropped"]["deleted_text"] == 7 and serial["posts"] == 4040
@@ -505,3 +535,36 @@ def test_parallel_chunks_give_the_bytes_of_a_serial_run(tmp_path, monkeypatch):
     posts = pl.read_parquet(tmp_path / "par.parquet")
     assert posts["post_id"].to_list()[:42] == [f"s{k}" for k in range(40)] + ["c0", "c1"]
     assert posts.filter(pl.col("post_id") == "s7")["text"].item() == "Title 7\n\nroot 7"
+
+
+def test_ingest_by_hand_with_a_config_file(tmp_path, capsys):
+    """`splits ingest --config FILE` takes ingest.chunk_mb from a config file, validated
+    against the schema: the posts and report equal those of the rule's `--settings` run, and a
+    chunk size the schema refuses stops with one config-error line naming the key."""
+    from splits.cli import main as splits_main
+
+    corpus, _, _ = _bad_corpus(tmp_path / "bad")
+    bots = str(REPO / "resources" / "bots.txt")
+    config = tmp_path / "config.yaml"
+
+    def run(name: str, *source: str) -> int:
+        out = [
+            "--out",
+            str(tmp_path / f"{name}.parquet"),
+            "--report",
+            str(tmp_path / f"{name}.json"),
+        ]
+        argv = ["ingest", "--input", str(corpus), "--shard", "bad", "--bots", bots, *out]
+        return splits_main([*argv, *source])
+
+    config.write_text("ingest:\n  chunk_mb: 2\n")
+    assert run("hand", "--config", str(config)) == 0
+    assert run("rule", "--settings", '{"chunk_mb": 2}') == 0
+    assert (tmp_path / "hand.parquet").read_bytes() == (tmp_path / "rule.parquet").read_bytes()
+    assert (tmp_path / "hand.json").read_text() == (tmp_path / "rule.json").read_text()
+    capsys.readouterr()
+    config.write_text("ingest:\n  chunk_mb: 0\n")
+    assert run("bad", "--config", str(config)) != 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "ingest.chunk_mb" in lines[0], lines
+    assert not (tmp_path / "bad.parquet").exists()

@@ -11,6 +11,7 @@ minus exactly the damaged records, and the report's counts the clean counts plus
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import gzip
 import json
 import lzma
@@ -26,10 +27,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from splits.cli import main as splits_main
 from splits.config.definitions import load_demographics, load_topics
+from splits.config.settings import schema_defaults
 from splits.errors import InputError
-from splits.ingest import merge
-from splits.ingest.read import REASONS, ingest_shard, load_bot_list
-from splits.ingest.synth import SynthParams, generate
+from splits.ingest.bots import load_bot_list
+from splits.ingest.clean import REASONS
+from splits.ingest.merge import merge
+from splits.ingest.read import ingest_shard
+from splits.ingest.settings import IngestSettings, SynthSettings
+from splits.ingest.synth.generate import generate
+from splits.ingest.synth.world import SynthParams
 
 REPO = Path(__file__).resolve().parents[1]
 CORNELL = REPO.parent / "shared" / "reference" / "realdata" / "convokit_cornell"
@@ -37,6 +43,9 @@ BOTS = load_bot_list(REPO / "resources" / "bots.txt")
 # 16 MiB: the whole file in one chunk; 0.01 MiB; 0.004 MiB = 4 KiB, shorter than some lines
 CHUNK_MB = (16, 0.01, 0.004)
 LONG_TEXT = "a long line of text that goes on " * 200  # ~6.6 KB, longer than a 4 KiB chunk
+
+INGEST = schema_defaults(IngestSettings)
+INGEST_JSON = json.dumps(dataclasses.asdict(INGEST))
 
 
 # --------------------------------------------------------------------------- corpora
@@ -128,7 +137,9 @@ def _generated(dest: Path, fmt: str, n_lines: int = 1200) -> Corpus:
     than a 4 KiB chunk."""
     out = dest / f"gen-{fmt}"
     generate(
-        SynthParams.scaled(1000, shards=1, format=fmt, seed=7),
+        SynthParams.from_settings(
+            schema_defaults(SynthSettings, posts=1000, shards=1, format=fmt, seed=7)
+        ),
         load_demographics(REPO / "config" / "demographics.sample.yaml"),
         load_topics(REPO / "config" / "topics.yaml"),
         out / "corpus",
@@ -160,10 +171,10 @@ CORPORA: dict[str, Callable[[Path], Corpus]] = {
 # --------------------------------------------------------------------------- helpers
 
 
-def ingest(path: Path, out: Path, chunk_mb: float = 16) -> tuple[dict, pl.DataFrame]:
-    report = ingest_shard(
-        path, out / "posts.parquet", out / "report.json", bots=BOTS, chunk_mb=chunk_mb
-    )
+def ingest(path: Path, out: Path, chunk_mb: float | None = None) -> tuple[dict, pl.DataFrame]:
+    """Ingest with the schema's settings, ``chunk_mb`` replaced where given."""
+    settings = INGEST if chunk_mb is None else schema_defaults(IngestSettings, chunk_mb=chunk_mb)
+    report = ingest_shard(path, out / "posts.parquet", out / "report.json", settings, bots=BOTS)
     return report, pl.read_parquet(out / "posts.parquet")
 
 
@@ -424,8 +435,8 @@ def test_truncated_stream_stops_the_shard_naming_file_and_offset(
             str(out / "p.parquet"),
             "--report",
             str(out / "r.json"),
-            "--chunk-mb",
-            "0.01",
+            "--settings",
+            '{"chunk_mb": 0.01}',
         ],
         capsys,
     )
@@ -470,6 +481,8 @@ def test_other_compressions_are_refused_in_one_line(kind, tmp_path, capsys):
             str(out / "p.parquet"),
             "--report",
             str(out / "r.json"),
+            "--settings",
+            INGEST_JSON,
         ],
         capsys,
     )
@@ -489,6 +502,8 @@ def test_unknown_binary_content_is_refused_in_one_line(tmp_path, capsys):
             str(tmp_path / "p.parquet"),
             "--report",
             str(tmp_path / "r.json"),
+            "--settings",
+            INGEST_JSON,
         ],
         capsys,
     )
@@ -512,6 +527,8 @@ def test_corrupt_stream_stops_the_shard_naming_file_and_offset(kind, tmp_path, c
             str(tmp_path / "p.parquet"),
             "--report",
             str(tmp_path / "r.json"),
+            "--settings",
+            INGEST_JSON,
         ],
         capsys,
     )
@@ -539,6 +556,8 @@ def test_truncated_corpus_zip_member_is_one_line(tmp_path, capsys):
             str(tmp_path / "p.parquet"),
             "--report",
             str(tmp_path / "r.json"),
+            "--settings",
+            INGEST_JSON,
         ],
         capsys,
     )
@@ -579,7 +598,12 @@ def _cornell_shards(tmp_path: Path, bots: set[str]) -> tuple[list[str], list[str
     posts, reports = [], []
     for name, path in (("convokit", CORNELL), ("rs", rs), ("rc", rc)):
         ingest_shard(
-            path, tmp_path / f"{name}.parquet", tmp_path / f"{name}.json", shard=name, bots=bots
+            path,
+            tmp_path / f"{name}.parquet",
+            tmp_path / f"{name}.json",
+            INGEST,
+            shard=name,
+            bots=bots,
         )
         posts.append(str(tmp_path / f"{name}.parquet"))
         reports.append(str(tmp_path / f"{name}.json"))
@@ -619,7 +643,7 @@ def test_single_post_bots_are_caught_by_their_marks(tmp_path):
 
 
 def test_marks_rule_on_planted_accounts():
-    from splits.ingest.merge import templated_bots
+    from splits.ingest.bots import templated_bots
 
     texts = {
         "OneShotBot": ["Here you go! ^(I'm ^a ^bot) ^| ^[feedback](/message/compose?to=x)"],
@@ -648,7 +672,7 @@ def test_zero_posts_after_ingest_is_one_error_naming_the_inputs(tmp_path, capsys
     posts, reports = [], []
     for path in (empty, deleted):
         report = ingest_shard(
-            path, tmp_path / f"{path.stem}.parquet", tmp_path / f"{path.stem}.json"
+            path, tmp_path / f"{path.stem}.parquet", tmp_path / f"{path.stem}.json", INGEST
         )
         assert report["posts"] == 0  # one empty shard is not an error in itself
         posts.append(str(tmp_path / f"{path.stem}.parquet"))
@@ -772,9 +796,19 @@ def test_kept_plus_dropped_equals_written(tmp_path_factory, corruptions, n, chun
         path.write_bytes(data)
     if _mostly_not_text(data[: 1 << 16]):  # e.g. a few random bytes left of the file
         with pytest.raises(InputError, match=str(path)):
-            ingest_shard(path, work / "p.parquet", work / "r.json", chunk_mb=chunk_mb)
+            ingest_shard(
+                path,
+                work / "p.parquet",
+                work / "r.json",
+                schema_defaults(IngestSettings, chunk_mb=chunk_mb),
+            )
         return
-    report = ingest_shard(path, work / "p.parquet", work / "r.json", chunk_mb=chunk_mb)
+    report = ingest_shard(
+        path,
+        work / "p.parquet",
+        work / "r.json",
+        schema_defaults(IngestSettings, chunk_mb=chunk_mb),
+    )
     written = _records_written(data)
     assert report["records"] == written
     assert report["posts"] + report["dropped_total"] == written
@@ -788,7 +822,7 @@ def test_bots_signed_as_in_the_issue_are_caught_and_humans_kept():
     conversions, the same closing line); an account not named bot that signs its posts as a
     bot, or links its own user page as a relative Markdown link; humans who say "beep boop"
     once, mention their own /u/ name in plain text, or whose name ends in bot, are kept."""
-    from splits.ingest.merge import bot_verdicts
+    from splits.ingest.bots import bot_verdicts
 
     book = (
         "Beep. Boop. I'm a robot. Here's a copy of\n\n###[Frankenstein](https://snewd.com/"

@@ -4,6 +4,7 @@ limits, and the salt and post-id guarantees of the exported dataset."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,7 +20,9 @@ import pytest
 import yaml
 from conftest import copy_repo, error_lines
 from snakemake.utils import update_config
+from splits.config.settings import schema_defaults
 from splits.errors import InputError
+from splits.ingest.settings import IngestSettings, SynthSettings
 from splits.io import ParquetAppender, atomic_path, write_json, write_parquet, write_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,10 +111,8 @@ def test_hostile_names_run_no_command_and_the_pipeline_completes(tmp_path):
             str(corpus),
             "--truth-dir",
             str(tmp_path / "truth"),
-            "--shards",
-            "1",
-            "--format",
-            "pushshift",
+            "--settings",
+            _settings(SynthSettings, shards=1, format="pushshift"),
         ],
         cwd=work,
         check=True,
@@ -254,6 +255,11 @@ def test_outputs_have_the_umasks_mode(tmp_path, mask):
     }
 
 
+def _settings(cls: type, **overrides) -> str:
+    """A stage's ``--settings`` value: the schema's defaults, some replaced."""
+    return json.dumps(dataclasses.asdict(schema_defaults(cls, **overrides)))
+
+
 def _splits(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "splits.cli", *args], cwd=cwd, capture_output=True, text=True, **kw
@@ -293,6 +299,8 @@ def _posts_and_report(folder: Path) -> tuple[Path, Path]:
         str(posts),
         "--report",
         str(report),
+        "--settings",
+        _settings(IngestSettings),
         cwd=folder,
     )
     assert made.returncode == 0, made.stderr[-2000:]
@@ -411,8 +419,8 @@ def test_full_disk_is_one_line_naming_the_path_and_leaves_no_partial_output(tmp_
         str(tmp_path / "corpus"),
         "--truth-dir",
         str(truth),
-        "--posts",
-        "20000",
+        "--settings",
+        _settings(SynthSettings, posts=20000),
         cwd=tmp_path,
         preexec_fn=small_files,
     )
@@ -583,7 +591,7 @@ def test_a_file_damaged_past_its_footer_is_found_and_named_when_the_stage_fails(
     polars or pyarrow, and every input is read whole to name the damaged one in one line."""
     import random
 
-    from splits.ingest.read import POSTS_SCHEMA
+    from splits.ingest.clean import POSTS_SCHEMA
 
     n = 50_000
     posts = pl.DataFrame(

@@ -381,6 +381,7 @@ def synth_graph(tmp_path_factory):
     cmd += ["--demographics", str(repo / "config" / "demographics.sample.yaml")]
     cmd += ["--topics", str(repo / "config" / "topics.yaml")]
     cmd += ["--out", str(out / "corpus"), "--truth-dir", str(out)]
+    cmd += ["--config", str(repo / "config" / "config.yaml")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo)
     assert proc.returncode == 0, proc.stderr[-3000:]
     posts = pl.read_parquet(out / "post_truth.parquet", columns=["post_id", "subreddit", "author"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -12,17 +13,28 @@ from pathlib import Path
 import polars as pl
 import pytest
 from splits.config.definitions import load_demographics, load_topics
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.ingest.read import ingest_shard
-from splits.ingest.synth import SynthParams, generate
+from splits.ingest.settings import IngestSettings, SynthSettings
+from splits.ingest.synth.generate import generate
+from splits.ingest.synth.world import SynthParams
 
 REPO = Path(__file__).resolve().parents[1]
 DEMOGRAPHICS = REPO / "config" / "demographics.sample.yaml"
 TOPICS = REPO / "config" / "topics.yaml"
 
 
+SETTINGS = {f.name for f in dataclasses.fields(SynthSettings)}
+INGEST = schema_defaults(IngestSettings)
+
+
 def _generate(root: Path, **kwargs) -> Path:
-    params = SynthParams(**kwargs)
+    """The corpus of the schema's synth settings, some replaced (keys of SynthSettings) and some
+    sizes of the corpus model replaced (the other keys)."""
+    settings = schema_defaults(SynthSettings, **{k: v for k, v in kwargs.items() if k in SETTINGS})
+    model = {k: v for k, v in kwargs.items() if k not in SETTINGS}
+    params = SynthParams.from_settings(settings, **model)
     generate(params, load_demographics(DEMOGRAPHICS), load_topics(TOPICS), root / "corpus", root)
     return root
 
@@ -320,7 +332,7 @@ def test_planted_group_difference_is_attributable_and_switchable(sample, utteran
 
 def test_planted_topics_limit_the_difference(tmp_path):
     planted = {"Basketball", "Gardening", "Personal Budgeting"}
-    root = _generate(tmp_path / "some", planted_topics=tuple(sorted(planted)))
+    root = _generate(tmp_path / "some", planted_topics=sorted(planted))
     meta = json.loads((root / "synth_meta.json").read_text())
     assert set(meta["planted_topics"]) == planted
     utterances = pl.concat(
@@ -330,9 +342,9 @@ def test_planted_topics_limit_the_difference(tmp_path):
     assert _oracle_accuracy(root, utterances, topics=planted) >= 0.8
     assert _oracle_accuracy(root, utterances, topics=others) <= 0.62
     with pytest.raises(ConfigError, match="'Curling' is not a topic of topics.file"):
-        _generate(tmp_path / "bad", planted_topics=("Curling",))
+        _generate(tmp_path / "bad", planted_topics=["Curling"])
     with pytest.raises(ConfigError, match="needs synth.plant_group_difference: true"):
-        _generate(tmp_path / "off", planted_topics=("Soccer",), plant_group_difference=False)
+        _generate(tmp_path / "off", planted_topics=["Soccer"], plant_group_difference=False)
 
 
 def test_default_meta_lists_every_topic_as_planted(sample):
@@ -354,16 +366,49 @@ def test_pushshift_format_ingests_to_the_same_posts(tmp_path):
         "RC_sample-0.ndjson.zst",
         "RS_sample-0.ndjson.zst",
     ]
-    ingest_shard(ck / "corpus" / "sample-0", tmp_path / "ck.parquet", tmp_path / "ck.json")
+    ingest_shard(ck / "corpus" / "sample-0", tmp_path / "ck.parquet", tmp_path / "ck.json", INGEST)
     parts = []
     for name in ("RS_sample-0", "RC_sample-0"):
         ingest_shard(
             ps / "corpus" / f"{name}.ndjson.zst",
             tmp_path / f"{name}.parquet",
             tmp_path / f"{name}.json",
+            INGEST,
         )
         parts.append(pl.read_parquet(tmp_path / f"{name}.parquet"))
     a = pl.read_parquet(tmp_path / "ck.parquet").sort("post_id")
     b = pl.concat(parts).sort("post_id")
     assert a.height > 1000
     assert a.equals(b)
+
+
+def test_synth_by_hand_with_a_config_file_equals_the_rule_settings_run(tmp_path):
+    """`splits synth --config FILE` (by hand) reads the synth section and the seed of a config
+    file, schema defaults filled, and writes the very files of the `--settings` run the rule
+    makes from the same config; another seed in the file gives other files."""
+    from splits.cli import main as splits_main
+    from splits.config.schema import validate_config
+    from splits.config.settings import settings_json
+
+    chosen = {"seed": 11, "synth": {"posts": 2000, "shards": 1, "format": "pushshift"}}
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps(chosen))  # JSON is YAML
+    common = ["--demographics", str(DEMOGRAPHICS), "--topics", str(TOPICS)]
+
+    def run(name: str, *source: str) -> dict[str, bytes]:
+        root = tmp_path / name
+        argv = ["synth", *common, "--out", str(root / "corpus"), "--truth-dir", str(root)]
+        assert splits_main([*argv, *source]) == 0
+        return _files(root)
+
+    by_hand = run("hand", "--config", str(config))
+    rule = run("rule", "--settings", settings_json(validate_config(chosen), SynthSettings))
+    assert by_hand.keys() == rule.keys()
+    assert "corpus/RC_sample-0.ndjson" in by_hand
+    assert all(by_hand[name] == rule[name] for name in rule)
+    meta = json.loads(by_hand["synth_meta.json"])
+    assert meta["parameters"]["seed"] == 11 and meta["parameters"]["format"] == "pushshift"
+    assert meta["n_posts"] < 15_000  # synth.posts scaled the corpus down (default ~52,000)
+    config.write_text(json.dumps({**chosen, "seed": 12}))
+    other = run("other", "--config", str(config))
+    assert other["corpus/RC_sample-0.ndjson"] != by_hand["corpus/RC_sample-0.ndjson"]

@@ -28,6 +28,7 @@ from splits.hypotheses.settings import (
     TheoriesSettings,
     TrivialitySettings,
 )
+from splits.ingest.settings import IngestSettings, SynthSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -61,11 +62,7 @@ from splits.pipeline.targets import (
 )
 from splits.pipeline.targets import probe_judge_args, probe_reference_data
 from splits.pipeline.targets import probes_reference_targets, rows_file
-from splits.pipeline.targets import (
-    selfid_verifier_args,
-    synth_corpus_outputs,
-    synth_plant_args,
-)
+from splits.pipeline.targets import selfid_verifier_args, synth_corpus_outputs
 from splits.pipeline.targets import theories_file
 
 RESULTS = config["outdir"]

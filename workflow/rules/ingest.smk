@@ -23,20 +23,17 @@ rule synth:
     resources:
         mem_mb=2048,
     params:
+        settings=settings_json(config, SynthSettings),
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice(
             "seed_subreddits", "self_id_phrases", "anti_self_id_phrases"
         ),
-        seed=SEED,
-        posts=["--posts", SYNTH["posts"]] if SYNTH["posts"] else [],
-        shards=SYNTH["shards"],
-        format=SYNTH["format"],
-        compress=["--compress"] if SYNTH["compress"] else [],
-        plant=synth_plant_args(config),
         out=lambda wildcards, output: str(Path(output.meta).parent / "corpus"),
         truth_dir=lambda wildcards, output: str(Path(output.meta).parent),
     shell:
-        "splits synth --demographics {params.demographics:q} --topics {input.topics:q} --out {params.out:q} --truth-dir {params.truth_dir:q} --seed {params.seed:q} {params.posts:q} --shards {params.shards:q} --format {params.format:q} {params.compress:q} --plant-group-difference {params.plant:q} > {log:q} 2>&1"
+        "splits synth --demographics {params.demographics:q} --topics {input.topics:q}"
+        " --out {params.out:q} --truth-dir {params.truth_dir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule ingest:
@@ -56,9 +53,11 @@ rule ingest:
     resources:
         mem_mb=lambda wildcards: 512 + 8 * config["ingest"]["chunk_mb"],
     params:
-        chunk_mb=config["ingest"]["chunk_mb"],
+        settings=settings_json(config, IngestSettings),
     shell:
-        "splits ingest --input {input.corpus:q} --shard {wildcards.shard:q} --bots {input.bots:q} --chunk-mb {params.chunk_mb:q} --out {output.posts:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits ingest --input {input.corpus:q} --shard {wildcards.shard:q}"
+        " --bots {input.bots:q} --out {output.posts:q} --report {output.report:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule merge_posts:
@@ -78,4 +77,5 @@ rule merge_posts:
     resources:
         mem_mb=2048,
     shell:
-        "splits merge-posts --posts {input.posts:q} --reports {input.reports:q} --out {output.posts:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits merge-posts --posts {input.posts:q} --reports {input.reports:q}"
+        " --out {output.posts:q} --report {output.report:q} > {log:q} 2>&1"

@@ -25,19 +25,19 @@ from splits.llm.secrets import ScrubbingFilter, scrub_secrets
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "synth": (
-        "splits.ingest.synth",
+        "splits.ingest.cli.synth",
         "generate the deterministic sample Reddit corpus and its ground truth",
     ),
     "fetch-convokit": (
-        "splits.ingest.fetch",
+        "splits.ingest.cli.fetch_convokit",
         "download ConvoKit subreddit corpora (needs the convokit extra)",
     ),
     "ingest": (
-        "splits.ingest.read",
+        "splits.ingest.cli.ingest",
         "ingest one ConvoKit / Pushshift input shard into the posts table",
     ),
     "merge-posts": (
-        "splits.ingest.merge",
+        "splits.ingest.cli.merge_posts",
         "merge ingested shards: cross-shard duplicates and the ingest report",
     ),
     "graph": (

@@ -72,7 +72,7 @@ def sample_records(
     seed: int,
 ) -> list[dict[str, Any]]:
     """Planted, null and trivial hypotheses of the sample corpus (see the module docstring)."""
-    from splits.ingest.synth import MARKER_ADJECTIVES, MARKER_NOUNS
+    from splits.ingest.synth.vocab import MARKER_ADJECTIVES, MARKER_NOUNS
 
     planted = meta.get("demographics") or {}
     # the generator lists markers for every topic; only these topics carry the difference

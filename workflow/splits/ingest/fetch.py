@@ -5,7 +5,6 @@ those paths in ``ingest.inputs`` (with ``synth.enabled: false``)."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 from pathlib import Path
@@ -35,16 +34,3 @@ def fetch(names: list[str], data_dir: str | Path | None = None) -> dict[str, str
         out[name] = str(path)
         log.info("%s -> %s", name, path)
     return out
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("names", nargs="+", help="ConvoKit corpus names, e.g. subreddit-Cornell")
-    parser.add_argument(
-        "--data-dir", default=None, help="where to put them (convokit's default otherwise)"
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    for name, path in fetch(args.names, args.data_dir).items():
-        print(f"{name}\t{path}")
-    return 0

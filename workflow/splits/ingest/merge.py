@@ -24,32 +24,17 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 
 import polars as pl
 
 from splits.errors import ConfigError, InputError
-from splits.ingest.read import POSTS_SCHEMA, REASONS, drop_duplicate_ids, duplicate_hashes
+from splits.ingest.bots import bot_verdicts
+from splits.ingest.clean import POSTS_SCHEMA, REASONS, drop_duplicate_ids, duplicate_hashes
 from splits.io import read_json, write_json, write_parquet
 
 log = logging.getLogger(__name__)
-
-BOT_NAME = r"(?i)bot[0-9_]*$"
-# what a bot writes about itself; "^" (Reddit superscript) and "*", "_" (emphasis) are removed
-# and apostrophes made straight before matching
-BOT_SELF_DECLARED = (
-    r"(?i)\bi(?:'m| am) (?:just |only )?an? (?:\w+ ){0,2}(?:ro)?bot\b"
-    r"|\bbeep\W{0,6}boop\b|\bbleep\W{0,6}bloop\b|\bboop\W{0,6}beep\b"
-    r"|this (?:action|comment|post|reply|message) was (?:performed|generated|posted) automatically"
-    r"|\bdownvote (?:this )?(?:comment )?to (?:remove|delete)\b"
-)
-BOT_FOOTER = r"\^[(\[]?\w"  # a Reddit superscript word; three or more make a bot footer
-# a link to a user page: a Markdown link target (/u/NAME, /user/NAME) or a full reddit URL
-USER_LINK = r"(?i)(?:\]\(\s*/?u(?:ser)?/|reddit\.com/u(?:ser)?/)"
-OWN_SUBREDDIT_OR_INBOX = r"(?i)(?:\br/|\bto=)"
-MIN_SIGNED_POSTS = 2  # accounts whose name does not say bot: signed posts needed (and half)
 
 
 CLEANING_RULES = [
@@ -65,108 +50,6 @@ CLEANING_RULES = [
     "duplicate_id: a post id seen before (first occurrence kept, within and across shards)",
     "Subreddit names are lowercased; a submission's text is title + '\\n\\n' + body; ConvoKit reply-to -1 becomes null; blank lines are not records (counted as blank_lines).",
 ]
-
-
-def _name_pattern(prefix: str) -> pl.Expr:
-    """``prefix`` + the author's own name (regex-escaped) + a word end."""
-    escaped = pl.col("author").str.replace_all(r"[^A-Za-z0-9_]", r"\$0")
-    return pl.lit(prefix) + escaped + pl.lit(r"(?:\b|/|$)")
-
-
-def _marks(row: dict) -> str:
-    kinds = {
-        "declared": "says it is a bot",
-        "user_link": "links to its own user page",
-        "own_link": "links to its own subreddit or inbox",
-        "footer": "^superscript footer",
-    }
-    return ", ".join(f"{label}: {row[key]}" for key, label in kinds.items() if row[key])
-
-
-def bot_verdicts(lf: pl.LazyFrame) -> dict[str, dict]:
-    """The bots among the posts' authors (see the module docstring), each with its number of
-    (de-duplicated) posts and the reason. Give it de-duplicated posts."""
-    plain = (
-        pl.col("text").str.replace_all(r"[\^*_]", "").str.replace_all("[\u2019\u2018\u02bc]", "'")
-    )
-    signed_any = plain.str.contains(BOT_SELF_DECLARED) | pl.col("text").str.contains(USER_LINK)
-    named = pl.col("author").str.contains(BOT_NAME)
-    signers = lf.filter(signed_any).select("author").unique()
-    candidates = (
-        lf.filter(named | pl.col("author").is_in(signers.collect()["author"].implode()))
-        .select("author", "text")
-        .collect()
-    )
-    if candidates.height == 0:
-        return {}
-    template = pl.col("text").str.replace_all(r"[0-9]+", "#").str.slice(0, 80)
-    last_line = (
-        pl.col("text")
-        .str.strip_chars()
-        .str.extract(r"([^\n]*)$", 1)
-        .str.replace_all(r"[0-9]+", "#")
-        .str.strip_chars()
-    )
-    declared = plain.str.contains(BOT_SELF_DECLARED)
-    user_link = pl.col("text").str.contains(_name_pattern(USER_LINK))
-    own_link = pl.col("text").str.contains(_name_pattern(OWN_SUBREDDIT_OR_INBOX))
-    footer = pl.col("text").str.count_matches(BOT_FOOTER) >= 3
-    marks = candidates.with_columns(
-        named.alias("named"),
-        template.alias("template"),
-        last_line.alias("last_line"),
-        declared.alias("declared"),
-        user_link.alias("user_link"),
-        own_link.alias("own_link"),
-        footer.alias("footer"),
-    )
-    stats = (
-        marks.group_by("author")
-        .agg(
-            pl.col("named").first(),
-            n=pl.len(),
-            distinct=pl.col("template").n_unique(),
-            declared=pl.col("declared").sum(),
-            user_link=pl.col("user_link").sum(),
-            own_link=pl.col("own_link").sum(),
-            footer=pl.col("footer").sum(),
-            marked=(
-                pl.col("declared") | pl.col("user_link") | pl.col("own_link") | pl.col("footer")
-            ).sum(),
-        )
-        .join(
-            marks.filter(pl.col("last_line") != "")
-            .group_by("author", "last_line")
-            .len()
-            .group_by("author")
-            .agg(pl.col("len").max().alias("same_last_line")),
-            on="author",
-            how="left",
-        )
-        .with_columns(pl.col("same_last_line").fill_null(0))
-        .sort("author")
-    )
-    bots: dict[str, dict] = {}
-    for row in stats.iter_rows(named=True):
-        n = row["n"]
-        signed = row["declared"] + row["user_link"]
-        reason = None
-        if row["named"] and n >= 3 and row["distinct"] <= 0.5 * n:
-            reason = f"templated: {row['distinct']} distinct of {n} posts (digits masked)"
-        elif row["named"] and row["same_last_line"] >= 3 and row["same_last_line"] >= 0.5 * n:
-            reason = f"the same last line in {row['same_last_line']} of {n} posts"
-        elif row["named"] and row["marked"] >= 0.5 * n:
-            reason = f"a bot's marks in {row['marked']} of {n} posts ({_marks(row)})"
-        elif not row["named"] and signed >= MIN_SIGNED_POSTS and signed >= 0.5 * n:
-            reason = f"signed as a bot in {signed} of {n} posts ({_marks(row)})"
-        if reason:
-            bots[row["author"]] = {"posts": n, "reason": reason}
-    return bots
-
-
-def templated_bots(lf: pl.LazyFrame) -> list[str]:
-    """The names of :func:`bot_verdicts`, sorted."""
-    return sorted(bot_verdicts(lf))
 
 
 def _no_posts_error(shard_reports: list[dict], records: int, dropped: dict) -> InputError:
@@ -233,23 +116,3 @@ def merge(posts: list[str], reports: list[str], out: str | Path, report_path: st
         )
     write_json(report, report_path)
     return report
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--posts", nargs="+", required=True, help="shard posts Parquet files, in order"
-    )
-    parser.add_argument("--reports", nargs="+", required=True, help="shard reports, same order")
-    parser.add_argument("--out", required=True, help="merged posts Parquet")
-    parser.add_argument("--report", required=True, help="ingest report JSON")
-
-
-def run(args: argparse.Namespace) -> int:
-    report = merge(args.posts, args.reports, args.out, args.report)
-    log.info(
-        "%d records -> %d posts; dropped %s",
-        report["records"],
-        report["posts"],
-        {k: v for k, v in report["dropped"].items() if v},
-    )
-    return 0

@@ -121,16 +121,6 @@ def ingest_targets(config: dict) -> list[str]:
     ]
 
 
-def synth_plant_args(config: dict) -> list[str]:
-    """The value of --plant-group-difference, then --planted-topic options when
-    synth.planted_topics limits the planted difference to some topics."""
-    synth = config["synth"]
-    words = [str(synth["plant_group_difference"]).lower()]
-    for topic in synth["planted_topics"] or []:
-        words += ["--planted-topic", topic]
-    return words
-
-
 # --------------------------------------------------------------------------- other stages
 
 

@@ -1,0 +1,212 @@
+"""Cleaning raw records into posts (one polars query per chunk, every dropped record counted
+under its first reason), and duplicate post ids (64-bit hashes spilled to bucket files,
+confirmed on the ids themselves)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from splits.ingest.titles import HASH_SEED, TitleIndex
+
+POSTS_SCHEMA = {
+    "post_id": pl.String,
+    "kind": pl.String,
+    "subreddit": pl.String,
+    "author": pl.String,
+    "created_utc": pl.Int64,
+    "text": pl.String,
+    "score": pl.Int64,
+    "conversation_id": pl.String,
+    "reply_to": pl.String,
+}
+REASONS = (
+    "invalid_utf8",
+    "malformed_json",
+    "missing_field:id",
+    "missing_field:author",
+    "missing_field:conversation_id",
+    "missing_field:timestamp",
+    "invalid_field:timestamp",
+    "missing_field:text",
+    "missing_field:subreddit",
+    "deleted_text",
+    "removed_text",
+    "empty_text",
+    "deleted_author",
+    "bot",
+    "duplicate_id",
+)
+# --------------------------------------------------------------------------- cleaning
+
+
+REQUIRED = (
+    ("id", pl.col("post_id")),
+    ("author", pl.col("author")),
+    ("conversation_id", pl.col("conversation_id")),
+    ("timestamp", pl.col("timestamp")),
+    ("text", pl.col("text")),
+    ("subreddit", pl.col("subreddit")),
+)
+
+
+class Cleaner:
+    """Cleans raw chunks (vectorised polars expressions, one query per chunk), counting every
+    dropped record under its first reason; titles come from a :class:`TitleIndex`."""
+
+    def __init__(self, bots: set[str], titles: TitleIndex | None, counts: Counter):
+        self.bots = pl.Series("bots", sorted(bots), dtype=pl.String)
+        self.titles = titles
+        self.counts = counts
+        ts = pl.col("timestamp").cast(pl.Float64, strict=False)
+        # one anchored regex classifies a text as blank (""), "[deleted]", "[removed]" or other
+        # (null); most texts fail at their first character, nothing is copied
+        self._special = (
+            pl.col("text").str.extract(r"^\s*(\[deleted\]|\[removed\]|)\s*$", 1).alias("_special")
+        )
+        special = pl.col("_special")
+        blank_body = (special == "").fill_null(False)
+        is_sub = pl.col("kind") == "submission"
+        title = pl.col("title")
+        has_title = (is_sub & ~title.str.contains(r"^\s*$")).fill_null(False)
+        text = (
+            pl.when(has_title & ~blank_body)
+            .then(title + "\n\n" + pl.col("text"))
+            .when(has_title)
+            .then(title)
+            .otherwise(pl.col("text"))
+        )
+        reason = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+        for name, expr in REQUIRED:
+            reason = reason.when(expr.is_null()).then(pl.lit(f"missing_field:{name}"))
+        reason = (
+            reason.when(ts.is_null() | ~ts.is_finite())
+            .then(pl.lit("invalid_field:timestamp"))
+            .when(special == "[deleted]")
+            .then(pl.lit("deleted_text"))
+            .when(special == "[removed]")
+            .then(pl.lit("removed_text"))
+            .when(blank_body & ~has_title)
+            .then(pl.lit("empty_text"))
+            .when(pl.col("author") == "[deleted]")
+            .then(pl.lit("deleted_author"))
+            .when(pl.col("author").is_in(self.bots.implode()))
+            .then(pl.lit("bot"))
+            .otherwise(None)
+        )
+        score = pl.col("score").cast(pl.Float64, strict=False)
+        self._text = text.alias("_text")
+        self._reason = reason.alias("_reason")
+        self._posts = [
+            pl.col("post_id"),
+            pl.col("kind"),
+            pl.col("subreddit").str.to_lowercase().alias("subreddit"),
+            pl.col("author"),
+            ts.floor().cast(pl.Int64).alias("created_utc"),
+            pl.col("_text").alias("text"),
+            score.floor().cast(pl.Int64).alias("score"),
+            pl.col("conversation_id"),
+            pl.col("reply_to"),
+        ]
+
+    def __call__(self, raw: pl.DataFrame, counts: Counter | None = None) -> pl.DataFrame:
+        """The posts of a raw chunk that pass every rule, in input order; the dropped records
+        are counted in ``counts`` (default: the cleaner's own counter)."""
+        counts = self.counts if counts is None else counts
+        counts["records"] += raw.height
+        if raw.height == 0:  # a chunk of blank or unparseable lines only
+            return pl.DataFrame(schema=POSTS_SCHEMA)
+        if self.titles is not None and len(self.titles):
+            rows = (raw["kind"] == "submission").arg_true()
+            found = self.titles.lookup(raw["post_id"].gather(rows))
+            title = pl.Series("title", [None], dtype=pl.String).extend_constant(
+                None, raw.height - 1
+            )
+            raw = raw.with_columns(title.scatter(rows, found))
+        frame = raw.lazy().with_columns(self._special).with_columns(self._reason, self._text)
+        frame = frame.collect()
+        reasons = frame["_reason"]
+        if reasons.null_count() < frame.height:
+            for r, n in reasons.drop_nulls().value_counts().iter_rows():
+                counts[r] += int(n)
+            frame = frame.filter(pl.col("_reason").is_null())
+        return frame.select(self._posts)
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+class DuplicateFinder:
+    """Finds post ids that occur more than once in a stream of chunks, in bounded memory: the
+    64-bit hash of every id goes to one of 16 bucket files on disk (by its top bits); at the
+    end each bucket is sorted alone and repeated hashes are the candidates (confirmed on the
+    ids themselves by :func:`drop_duplicate_ids`)."""
+
+    N_BUCKETS = 16
+
+    def __init__(self, work: Path):
+        self.paths = [work / f"ids-{b:02d}.u64" for b in range(self.N_BUCKETS)]
+        self.files = [open(p, "wb") for p in self.paths]  # noqa: SIM115 - closed in candidates()
+
+    def add(self, ids: pl.Series) -> None:
+        hashes = ids.hash(seed=HASH_SEED).to_numpy()
+        bucket = (hashes >> np.uint64(60)).astype(np.int8)
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(self.N_BUCKETS + 1))
+        grouped = hashes[order]
+        for b in range(self.N_BUCKETS):
+            if bounds[b + 1] > bounds[b]:
+                grouped[bounds[b] : bounds[b + 1]].tofile(self.files[b])
+
+    def candidates(self) -> pl.Series:
+        """Hashes seen more than once."""
+        found = []
+        for fh, path in zip(self.files, self.paths, strict=True):
+            fh.close()
+            hashes = np.sort(np.fromfile(path, dtype=np.uint64))
+            path.unlink()
+            repeated = hashes[1:][hashes[1:] == hashes[:-1]]
+            if repeated.size:
+                found.append(np.unique(repeated))
+        values = np.concatenate(found) if found else np.zeros(0, dtype=np.uint64)
+        return pl.Series("h", values, dtype=pl.UInt64)
+
+
+def duplicate_hashes(lf: pl.LazyFrame) -> pl.Series:
+    """The 64-bit hashes of post ids seen more than once (candidates: a hash collision makes
+    a candidate that :func:`drop_duplicate_ids` confirms on the ids themselves)."""
+    return (
+        lf.select(pl.col("post_id").hash(seed=HASH_SEED).alias("h"))
+        .group_by("h")
+        .len()
+        .filter(pl.col("len") > 1)
+        .select("h")
+        .collect(engine="streaming")
+    )["h"]
+
+
+def drop_duplicate_ids(
+    lf: pl.LazyFrame, dup_hashes: pl.Series | None = None
+) -> tuple[pl.LazyFrame, int]:
+    """Keep the first row of every post id (in row order); return the frame (without ``_row``)
+    and the number of rows dropped. Candidates are found on 64-bit hashes (memory stays small;
+    given as ``dup_hashes`` when already known, e.g. from a superset of the rows) and confirmed
+    on the ids themselves. Give ``lf`` a ``_row`` column from the scan
+    (``scan_parquet(..., row_index_name="_row")``): a row index added later makes polars load
+    the whole table instead of streaming it."""
+    hashed = pl.col("post_id").hash(seed=HASH_SEED)
+    if dup_hashes is None:
+        dup_hashes = duplicate_hashes(lf)
+    indexed = lf if "_row" in lf.collect_schema().names() else lf.with_row_index("_row")
+    if dup_hashes.len() == 0:
+        return indexed.drop("_row"), 0
+    candidates = (
+        indexed.filter(hashed.is_in(dup_hashes.implode())).select("_row", "post_id").collect()
+    )
+    drop = candidates.filter(pl.col("_row") != pl.col("_row").min().over("post_id"))["_row"]
+    if drop.len() == 0:
+        return indexed.drop("_row"), 0
+    return indexed.filter(~pl.col("_row").is_in(drop.implode())).drop("_row"), int(drop.len())

@@ -1,0 +1,36 @@
+"""``splits ingest``: one ConvoKit / Pushshift input shard -> its posts table and ingest report.
+
+By hand: ``splits ingest --input PATH --out posts.parquet --report report.json
+[--bots resources/bots.txt] --config config/config.yaml`` (or ``--settings JSON``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from splits.config.settings import add_settings_arguments, settings_from_args
+from splits.errors import ConfigError
+from splits.ingest.bots import load_bot_list
+from splits.ingest.read import ingest_shard
+from splits.ingest.settings import IngestSettings
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input", required=True, help="ConvoKit dir / .corpus.zip, or NDJSON(.zst)"
+    )
+    parser.add_argument("--out", required=True, help="posts Parquet of this shard")
+    parser.add_argument("--report", required=True, help="ingest report JSON of this shard")
+    parser.add_argument("--shard", help="shard name in the report (default: from the input name)")
+    parser.add_argument(
+        "--bots", help="known-bot list, one name per line (AutoModerator is always dropped)"
+    )
+    add_settings_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, IngestSettings)
+    if settings.chunk_mb <= 0:
+        raise ConfigError("ingest.chunk_mb: must be positive")
+    bots = load_bot_list(args.bots)
+    ingest_shard(args.input, args.out, args.report, settings, shard=args.shard, bots=bots)
+    return 0

@@ -1,0 +1,32 @@
+"""Settings of the ingest stage family, one class per rule (defaults in the schema).
+
+- ``SynthSettings``: rule ``synth`` (the ``synth`` section and the base ``seed``);
+- ``IngestSettings``: rule ``ingest`` (``ingest.chunk_mb``; the bot list and the inputs are
+  paths the rule passes).
+
+Rule ``merge_posts`` reads no setting (its inputs are the shards' outputs). ``synth.enabled``
+and ``ingest.inputs`` choose the jobs (``splits.pipeline.targets``), no job reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class SynthSettings:
+    SECTION: ClassVar[str] = "synth"
+    seed: int = field(metadata={"key": "seed"})
+    posts: int | None
+    shards: int
+    format: str
+    compress: bool
+    plant_group_difference: bool
+    planted_topics: list[str] | None
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    SECTION: ClassVar[str] = "ingest"
+    chunk_mb: float
