@@ -12,15 +12,8 @@ import polars as pl
 import pytest
 from splits.cli import main
 from splits.errors import ConfigError
-from splits.evaluation.human import (
-    MEASURES,
-    blind,
-    combine_files,
-    read_filled,
-    score_sheets,
-    select_instances,
-    sheet_score,
-)
+from splits.evaluation.human import MEASURES, blind, select_instances
+from splits.evaluation.human_scores import combine_files, read_filled, score_sheets, sheet_score
 from splits.io import write_parquet
 
 THEORY = (
