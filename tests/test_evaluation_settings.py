@@ -205,17 +205,14 @@ def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
 @pytest.mark.parametrize("command", EVALUATION_COMMANDS)
 def test_no_command_has_its_own_option_for_a_setting(command):
     """Settings come through --settings/--config only (one spelling, one default: the
-    schema's); ``splits human`` is command-line only and keeps its study options."""
+    schema's); ``splits report`` reads none."""
     import importlib
 
     parser = Parser(prog=command)
     importlib.import_module(COMMANDS[command][0]).configure_parser(parser)
     options = _option_strings(parser)
-    if command == "human":
-        assert "--settings" not in options
-        options -= {"--seed"}  # the sheets' own order, no config key
     assert not options & SETTING_FLAGS, sorted(options & SETTING_FLAGS)
-    if command not in ("report", "human"):
+    if command != "report":
         assert {"--settings", "--config"} <= options
 
 

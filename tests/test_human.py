@@ -104,6 +104,7 @@ def _export(tmp_path, *extra):
     args = ["human", "export", "--rows", str(tmp_path / "rows.parquet"), "--theories"]
     args += [str(tmp_path / f"{tm}.parquet") for tm in CORRECT]
     args += ["--predictions", str(tmp_path / "predictions.parquet"), "--out-dir", str(out)]
+    args += ["--settings", '{"seed": 0}']
     return main([*args, *extra]), out
 
 

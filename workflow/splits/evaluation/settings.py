@@ -90,3 +90,12 @@ class GroupSplitsSettings:
 
     SECTION: ClassVar[str] = "evaluation"
     seed: int = field(metadata={"key": "seed"})
+
+
+@dataclass(frozen=True)
+class HumanExportSettings:
+    """``splits human export`` (command line only, by hand with ``--config``): the seed of the
+    sheets' instances and order."""
+
+    SECTION: ClassVar[str] = "evaluation"
+    seed: int = field(metadata={"key": "seed"})

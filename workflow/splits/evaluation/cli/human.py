@@ -1,6 +1,6 @@
 """``splits human``: human-validation annotation sheets (``export``) and the scores of filled
-sheets (``score``). Command line only, not part of the workflow; its options are the study's own
-(no config key)."""
+sheets (``score``). Command line only, not part of the workflow: ``export`` reads the run's
+``seed`` from ``--config`` (or ``--settings``); the number of sheets is the study's own option."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.errors import ConfigError
 from splits.evaluation.common import display_names, read_rows
 from splits.evaluation.human import export_sheets, sheets_html
@@ -21,6 +22,7 @@ from splits.evaluation.human_scores import (
     read_key,
     score_sheets,
 )
+from splits.evaluation.settings import HumanExportSettings
 from splits.io import write_json, write_text
 
 log = logging.getLogger(__name__)
@@ -45,8 +47,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--k", type=int, help="the calibration size (if the files hold several)")
     export.add_argument("--demographics", help="demographics file (display names)")
     export.add_argument("--sheets-per-model", type=int, default=38, help="paper: 38")
-    export.add_argument("--seed", type=int, default=0, help="seed of the sheet's row order")
     export.add_argument("--out-dir", required=True, help="folder of the annotation sheets")
+    add_settings_arguments(export)
     score = sub.add_parser("score", help="score filled sheets")
     score.add_argument("--key", required=True, help="key.csv written by export")
     score.add_argument(
@@ -71,6 +73,7 @@ def _read_parquets(paths: Sequence[str], what: str) -> list[pl.DataFrame]:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, HumanExportSettings)
     if args.sheets_per_model < 1:
         raise ConfigError("--sheets-per-model: must be positive")
     part1, part2, key, counts = export_sheets(
@@ -82,7 +85,7 @@ def run_export(args: argparse.Namespace) -> int:
         cm=args.cm,
         k_wanted=args.k,
         sheets_per_model=args.sheets_per_model,
-        seed=args.seed,
+        seed=settings.seed,
     )
     out = Path(args.out_dir)
     write_text(part1.write_csv(), out / "part1.csv")
