@@ -224,3 +224,15 @@ def test_settings_missing_a_key_is_one_line(tmp_path, capsys):
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "missing dataset_layout" in err[0]
     assert not (tmp_path / "rows.parquet").exists()
+
+
+def test_a_tms_jobs_get_the_prompt_settings_only_with_a_prompt():
+    """The lookup the TM rules use: a TM with a prompt file gets --template and settings with
+    tm_raw_prompt; a TM without one gets neither (editing tm_raw_prompt re-runs LLM TMs only)."""
+    from splits.pipeline.targets import evaluation_tm_prompt_args, evaluation_tm_settings
+
+    raw = _with(lambda c: c["evaluation"].update(tm_raw_prompt=True))
+    assert evaluation_tm_prompt_args(["theory.txt"]) == ["--template", "theory.txt"]
+    assert evaluation_tm_prompt_args([]) == []
+    assert json.loads(evaluation_tm_settings(raw, ["theory.txt"]))["tm_raw_prompt"] is True
+    assert evaluation_tm_settings(raw, []) == evaluation_tm_settings(validate_config({}), [])
