@@ -5,7 +5,10 @@
 # its own outdir.
 
 
+import os
+
 from snakemake.utils import min_version
+from splits.privacy import config_salt_environment
 from splits.pipeline.start import (
     jobs_bring_software,
     stop_on_config_error,
@@ -22,6 +25,10 @@ with stop_on_config_error():
         workflow.overwrite_configfiles,
         jobs_own_software=jobs_bring_software(workflow),
     )
+
+# a config export.salt reaches the jobs through the environment variable export.salt_env when
+# that is unset (never through params, logs or command lines)
+os.environ.update(config_salt_environment(config["export"], os.environ))
 
 
 report: "workflow/report/workflow.rst"

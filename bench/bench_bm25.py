@@ -1,4 +1,4 @@
-"""BM25 benchmark: index build time and per-query latency of ``splits.topics.retrieval.BM25Index`` side by
+"""BM25 benchmark: index build time and per-query latency of ``splits.topics.index.BM25Index`` side by
 side with ``rank_bm25.BM25Okapi`` (per query, a few queries only) and ``bm25s`` in one run, then
 the topic-split retrieval (topics x demographics) over a large synthetic corpus.
 
@@ -68,14 +68,18 @@ def timed(fn, *args, **kwargs):
 
 
 def bench_size(n_docs: int, args: argparse.Namespace, rng: np.random.Generator) -> None:
-    from splits.topics.retrieval import BM25Index
+    from splits.config.settings import schema_defaults
+    from splits.topics.index import BM25Index
+    from splits.topics.settings import TopicBM25Settings
+
+    robertson = schema_defaults(TopicBM25Settings).params()  # topics.bm25's default
 
     vocab = make_vocabulary(args.vocab)
     texts = make_texts(n_docs, vocab, rng)
     queries = make_queries(args.queries, vocab, rng)
-    index, build_ours = timed(BM25Index.from_texts, texts)
+    index, build_ours = timed(BM25Index.from_texts, texts, robertson)
     tokens = [t.split() for t in texts.to_list()]
-    index_tok, build_ours_tok = timed(BM25Index.from_token_lists, tokens)
+    index_tok, build_ours_tok = timed(BM25Index.from_token_lists, tokens, robertson)
     ours = []
     for q in queries:
         _, t = timed(index.search, q, args.k)
@@ -85,10 +89,10 @@ def bench_size(n_docs: int, args: argparse.Namespace, rng: np.random.Generator) 
         f"\n== {n_docs:,} documents, {int(sum(map(len, tokens))):,} tokens, {len(index.vocabulary):,} terms"
     )
     print(
-        f"splits.topics.retrieval  build (from texts, incl. tokenising) {build_ours:8.2f} s; from token lists {build_ours_tok:8.2f} s"
+        f"splits.topics.index      build (from texts, incl. tokenising) {build_ours:8.2f} s; from token lists {build_ours_tok:8.2f} s"
     )
     print(
-        f"splits.topics.retrieval  per query (top {args.k})             {per_query_ours * 1e3:10.3f} ms (median of {len(queries)})"
+        f"splits.topics.index      per query (top {args.k})             {per_query_ours * 1e3:10.3f} ms (median of {len(queries)})"
     )
 
     import bm25s
@@ -149,7 +153,9 @@ def timed_with_peak_rss(fn, *args, **kwargs):
 
 def bench_retrieval(args: argparse.Namespace, rng: np.random.Generator) -> None:
     from splits.config.definitions import Topic
-    from splits.topics import retrieval as bm25
+    from splits.config.settings import schema_defaults
+    from splits.topics.in_process import topic_splits
+    from splits.topics.settings import TopicSplitSettings
 
     vocab = make_vocabulary(args.vocab)
     n = args.retrieval_posts
@@ -174,7 +180,7 @@ def bench_retrieval(args: argparse.Namespace, rng: np.random.Generator) -> None:
         f"(corpus made in {time.perf_counter() - start:.1f} s)"
     )
     table, seconds, before, peak = timed_with_peak_rss(
-        bm25.topic_splits, posts, topics, bm25.TopicSplitParams(top_k=3000)
+        topic_splits, posts, topics, schema_defaults(TopicSplitSettings, top_k=3000)
     )
     print(
         f"topic_splits (index + {args.topics} queries + per-group top 3000 + 25% cut): {seconds:8.1f} s, "

@@ -26,12 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from splits.config.definitions import Demographic  # noqa: E402
+from splits.config.settings import schema_defaults  # noqa: E402
 from splits.demographics.groupness import (  # noqa: E402
     build_users,
     demographic_posts,
     read_bots,
     write_demographic_posts,
 )
+from splits.demographics.settings import GroupnessSettings  # noqa: E402
 from splits.io import write_parquet  # noqa: E402
 
 
@@ -101,7 +103,9 @@ def main() -> int:
 
         started = time.perf_counter()
         scan = pl.scan_parquet(tmp / "posts.parquet")
-        result = build_users(scan, kept, demographic, read_bots(None), "sum_log", 0.01)
+        result = build_users(
+            scan, kept, demographic, read_bots(None), schema_defaults(GroupnessSettings)
+        )
         users_s = time.perf_counter() - started
         write_parquet(result.users, tmp / "users.parquet")
         write_demographic_posts(

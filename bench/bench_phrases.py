@@ -1,4 +1,4 @@
-"""Phrase matching benchmark: ``splits.topics.retrieval.match_keywords`` (candidates from a BM25 index's
+"""Phrase matching benchmark: ``splits.topics.index.match_keywords`` (candidates from a BM25 index's
 posting lists, positions read for the candidates only) side by side, in one run, with a
 positional index over every post (``splits.retrieval.phrases.PositionalIndex``) and a brute-force Python
 scan (regular expressions, on a sample of posts, projected), over a synthetic shard.
@@ -26,8 +26,10 @@ from bench_bm25 import make_texts, make_vocabulary  # noqa: E402
 
 
 def main() -> None:
+    from splits.config.settings import schema_defaults
     from splits.retrieval.phrases import PositionalIndex
-    from splits.topics.retrieval import BM25Index, match_keywords
+    from splits.topics.index import BM25Index, match_keywords
+    from splits.topics.settings import TopicBM25Settings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--posts", type=int, default=300_000)
@@ -53,7 +55,7 @@ def main() -> None:
     print(f"{args.posts:,} posts, {len(phrases):,} keywords ({multi:,} of two words)")
 
     start = time.perf_counter()
-    index = BM25Index.from_texts(texts)
+    index = BM25Index.from_texts(texts, schema_defaults(TopicBM25Settings).params())
     print(f"BM25 index (the stage builds it anyway): {time.perf_counter() - start:8.2f} s")
 
     start = time.perf_counter()

@@ -125,7 +125,8 @@ def main() -> None:
 
     start = time.perf_counter()
     pool = Pool("t", "a", "b", np.array(ids, dtype=object), texts, np.arange(len(ids)) % 2 == 0)
-    index = PoolIndex(pool, params=BM25Params("lucene"))
+    # lucene with its own k1 and b (null in the config); delta is not used by lucene
+    index = PoolIndex(pool, params=BM25Params("lucene", None, None, 0.5))
     build = time.perf_counter() - start
     start = time.perf_counter()
     ours = [release_list(index, lex, args.doc_count).docs for lex in lexicons]

@@ -1,4 +1,4 @@
-"""Benchmark: self-ID phrase matching (splits.demographics.selfid.find_phrases, vectorised polars/Rust regex)
+"""Benchmark: self-ID phrase matching (splits.demographics.phrases.find_phrases, vectorised polars/Rust regex)
 against a plain Python ``re`` loop over the same posts, with the same matches.
 
 The text is made so that the phrases' words are everywhere ("I'm", "a", "am", "teacher",
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from splits.config.definitions import load_demographics  # noqa: E402
-from splits.demographics.selfid import PhraseSet, find_phrases  # noqa: E402
+from splits.demographics.phrases import PhraseSet, find_phrases  # noqa: E402
 
 COMMON = (
     "I I I I'm I'm I’m am am a a a an as As not not Catholic teacher teachers teaching "
@@ -88,7 +88,7 @@ def main() -> int:
     size_mb = posts["text"].str.len_bytes().sum() / 1e6
     print(f"{posts.height} posts, {size_mb:.1f} MB of text, {len(phrases.kinds)} phrases")
 
-    find_phrases(posts.head(100), phrases)  # warm up (regex compilation)
+    find_phrases(posts.head(100), phrases, 150)  # warm up (regex compilation)
     started = time.perf_counter()
     found = find_phrases(posts, phrases, context_chars=150)
     ours = time.perf_counter() - started

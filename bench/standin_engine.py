@@ -113,7 +113,7 @@ class StandInEngine(Backend):
 
 def _selfid_rules(requests: list[Request]) -> list[Completion]:
     import polars as pl
-    from splits.demographics.selfid import rule_reasons
+    from splits.demographics.verify import rule_reasons
 
     frame = pl.DataFrame(
         {

@@ -10,8 +10,8 @@ import pytest
 from splits.errors import ConfigError
 from splits.hypotheses.retrieval import PoolIndex
 from splits.retrieval.analyzers import WordPieceAnalyzer, make_analyzer
-from splits.retrieval.bm25 import BM25Params, anserini_display, anserini_order
-from test_bm25_variants import LUCENE_MISSING, pool_of, run_lucene
+from splits.retrieval.bm25 import anserini_display, anserini_order
+from test_bm25_variants import LUCENE_MISSING, pool_of, run_lucene, variant
 
 QUERIES = [
     ["stress"],
@@ -82,7 +82,7 @@ def test_wordpiece_lucene_equals_anserini_hgf_analyzer(reference_dir, vocabulary
     analyzer = WordPieceAnalyzer(vocabulary / "vocab.txt", max_tokens=None)
     for doc_id, text in zip(ids[:400], texts[:400], strict=True):
         assert analyzer.tokenize(text) == result["terms"][doc_id]
-    index = PoolIndex(pool_of(ids, texts), params=BM25Params("lucene"), analyzer=analyzer)
+    index = PoolIndex(pool_of(ids, texts), params=variant("lucene"), analyzer=analyzer)
     assert any(len(index.entry_tokens(q[0])) > 1 for q in QUERIES if len(q[0].split()) == 1)
     compared = 0
     for keywords, expected in zip(QUERIES, result["queries"], strict=True):
@@ -120,7 +120,7 @@ def test_long_posts_all_pieces_by_default_or_the_first_512(vocabulary):
         (analyzer, [False, True]),
         (WordPieceAnalyzer(vocabulary / "vocab.txt"), [True, True]),
     ):
-        index = PoolIndex(pool, params=BM25Params("lucene"), analyzer=chosen)
+        index = PoolIndex(pool, params=variant("lucene"), analyzer=chosen)
         _, matched = index.variant_scores(index.clauses(["landlord"], merged=True))
         assert matched.tolist() == found
     assert index.doc_len.tolist()[0] == len(full)

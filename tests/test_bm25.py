@@ -3,6 +3,7 @@ topic splits on hand-made demographic frames."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,14 +11,32 @@ import polars as pl
 import pytest
 import rank_bm25
 from splits.config.definitions import Topic, load_topics
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.text import STOP_WORDS, content_words, query_tokens
-from splits.topics import retrieval as bm25
-from splits.topics.retrieval import BM25Index, TopicSplitParams, top_k
+from splits.topics import cli as topics_cli
+from splits.topics import corpus as topic_corpus
+from splits.topics import in_process
+from splits.topics import merge as topic_merge
+from splits.topics import shards as topic_shards
+from splits.topics.index import BM25Index, top_k
+from splits.topics.settings import TopicBM25Settings, TopicSplitSettings
+
+ROBERTSON = schema_defaults(TopicBM25Settings).params()  # topics.bm25's defaults: rank_bm25's
+
+
+def settings_argv(**values) -> list[str]:
+    """``--settings`` of ``splits topic-splits run``: the schema's defaults, ``values`` replaced."""
+    return ["--settings", json.dumps(dataclasses.asdict(split_settings(**values)))]
+
+
+def split_settings(**values) -> TopicSplitSettings:
+    """The topic splits' settings: the schema's defaults, ``values`` replaced."""
+    return schema_defaults(TopicSplitSettings, **values)
 
 
 def oracle_top_k(scores: np.ndarray, matched: np.ndarray, k: int) -> np.ndarray:
-    """Top k of the matched documents: score descending, index ascending (independent of bm25.top_k)."""
+    """Top k of the matched documents: score descending, index ascending (independent of topic_index.top_k)."""
     docs = sorted(np.flatnonzero(matched).tolist(), key=lambda d: (-scores[d], d))
     return np.array(docs[:k], dtype=np.int64)
 
@@ -64,7 +83,7 @@ def test_random_corpora_match_rank_bm25(seed):
         common + common + ["never-seen", vocab[-1], vocab[-1]],  # repeated and unknown terms
         ["unknown-only"],
     ]
-    index = BM25Index.from_token_lists(corpus)
+    index = BM25Index.from_token_lists(corpus, params=ROBERTSON)
     reference = rank_bm25.BM25Okapi(corpus)
     assert any(reference.idf[w] == reference.epsilon * reference.average_idf for w in common)
     assert index.average_idf == pytest.approx(reference.average_idf, rel=1e-12)
@@ -92,8 +111,8 @@ def test_index_built_in_blocks_matches_rank_bm25(seed, block_docs):
     corpus = [content_words(t) for t in texts]
     if not any(corpus):
         texts[0], corpus[0] = "w0", ["w0"]
-    blocked = BM25Index.from_texts(texts, block_docs=block_docs)
-    whole = BM25Index.from_texts(texts, block_docs=n_docs)
+    blocked = BM25Index.from_texts(texts, block_docs=block_docs, params=ROBERTSON)
+    whole = BM25Index.from_texts(texts, block_docs=n_docs, params=ROBERTSON)
     assert blocked.vocabulary == whole.vocabulary  # first appearance over the whole corpus
     assert np.array_equal(blocked.doc_len, whole.doc_len)
     assert np.array_equal(blocked.weights.indptr, whole.weights.indptr)
@@ -110,7 +129,7 @@ def test_index_built_in_blocks_matches_rank_bm25(seed, block_docs):
 def test_negative_average_idf_floor_is_reproduced():
     # every term in most documents: the mean idf is negative, so is the "floor"
     corpus = [["a", "b"], ["a", "b", "c"], ["a", "b"], ["a"], ["b", "c"]]
-    index = BM25Index.from_token_lists(corpus)
+    index = BM25Index.from_token_lists(corpus, params=ROBERTSON)
     reference = rank_bm25.BM25Okapi(corpus)
     assert reference.average_idf < 0
     assert_same_as_rank_bm25(corpus, [["a"], ["c", "a", "a"], ["b", "c"]], index)
@@ -124,9 +143,13 @@ def dreaddit(reference_dir) -> list[str]:
 
 def test_dreaddit_matches_rank_bm25(dreaddit):
     corpus = [content_words(t) for t in dreaddit]
-    index = BM25Index.from_texts(dreaddit)  # the vectorised (polars) tokenisation path
+    index = BM25Index.from_texts(
+        dreaddit, params=ROBERTSON
+    )  # the vectorised (polars) tokenisation path
     assert index.doc_len.tolist() == [len(d) for d in corpus]
-    blocked = BM25Index.from_texts(dreaddit, block_docs=333)  # 9 blocks, the last one short
+    blocked = BM25Index.from_texts(
+        dreaddit, block_docs=333, params=ROBERTSON
+    )  # 9 blocks, the last one short
     assert blocked.vocabulary == index.vocabulary
     assert np.array_equal(blocked.weights.data, index.weights.data)
     assert np.array_equal(blocked.weights.indices, index.weights.indices)
@@ -153,7 +176,7 @@ def test_tokenisation_documented_rules():
     ]
     # documents and queries share the tokenisation (vectorised path == python path)
     texts = ["Hello, World! it's 3pm", "", None, "Ünïcode ÉTÉ naïve—dash"]
-    frame = bm25._token_frame(pl.Series(texts, dtype=pl.String))
+    frame = topic_corpus._token_frame(pl.Series(texts, dtype=pl.String))
     by_doc = frame.group_by("doc", maintain_order=True).agg("tok")
     as_lists = {d: t for d, t in by_doc.iter_rows()}
     assert [as_lists.get(i, []) for i in range(len(texts))] == [content_words(t) for t in texts]
@@ -231,8 +254,8 @@ def demographic_posts() -> pl.DataFrame:
 
 def test_topic_splits_shared_index_against_rank_bm25():
     posts = demographic_posts()
-    table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=3, drop_fraction=0.0))
-    assert table.columns == bm25.TOPIC_POSTS_COLUMNS
+    table = in_process.topic_splits(posts, TOPICS, split_settings(top_k=3, drop_fraction=0.0))
+    assert table.columns == topic_merge.TOPIC_POSTS_COLUMNS
     docs = posts.unique(subset="post_id").sort("post_id")
     reference = rank_bm25.BM25Okapi([content_words(t) for t in docs.get_column("text")])
     ids = docs.get_column("post_id").to_list()
@@ -259,8 +282,8 @@ def test_topic_splits_shared_index_against_rank_bm25():
 
 def test_drop_fraction_cuts_pooled_bottom_per_topic():
     posts = demographic_posts()
-    full = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=10, drop_fraction=0.0))
-    cut = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=10, drop_fraction=0.25))
+    full = in_process.topic_splits(posts, TOPICS, split_settings(top_k=10, drop_fraction=0.0))
+    cut = in_process.topic_splits(posts, TOPICS, split_settings(top_k=10, drop_fraction=0.25))
     for topic in TOPICS:
         pooled = full.filter(pl.col("topic") == topic.topic).get_column("norm_score").sort()
         kept = cut.filter(pl.col("topic") == topic.topic)
@@ -269,7 +292,9 @@ def test_drop_fraction_cuts_pooled_bottom_per_topic():
         assert kept.get_column("norm_score").min() >= cut_value
         assert len(kept) <= len(pooled) - 0 and len(kept) >= len(pooled) - int(len(pooled) * 0.25)
     # norm_score is the score over the query's maximal attainable score
-    index = BM25Index.from_texts(posts.unique(subset="post_id").sort("post_id").get_column("text"))
+    index = BM25Index.from_texts(
+        posts.unique(subset="post_id").sort("post_id").get_column("text"), params=ROBERTSON
+    )
     row = full.filter(pl.col("topic") == "Basketball").row(0, named=True)
     assert row["norm_score"] == pytest.approx(
         row["score"] / index.max_score(query_tokens(TOPICS[0].keywords))
@@ -279,8 +304,8 @@ def test_drop_fraction_cuts_pooled_bottom_per_topic():
 
 def test_per_demographic_index_scores_each_group_alone():
     posts = demographic_posts()
-    table = bm25.topic_splits(
-        posts, TOPICS, TopicSplitParams(top_k=5, drop_fraction=0.0, index="per_demographic")
+    table = in_process.topic_splits(
+        posts, TOPICS, split_settings(top_k=5, drop_fraction=0.0, index="per_demographic")
     )
     only_b = posts.filter(pl.col("demographic") == "b").sort("post_id")
     reference = rank_bm25.BM25Okapi([content_words(t) for t in only_b.get_column("text")])
@@ -334,10 +359,7 @@ def test_cli_filters_by_threshold_and_writes_contract(tmp_path):
         str(thresholds),
         "--topics-file",
         str(topics_file),
-        "--top-k",
-        "50",
-        "--drop-fraction",
-        "0",
+        *settings_argv(top_k=50, drop_fraction=0.0),
         "--out-topics",
         str(out / "topics.parquet"),
         "--out-topic-posts",
@@ -358,24 +380,35 @@ def test_cli_filters_by_threshold_and_writes_contract(tmp_path):
     for row in counts.iter_rows(named=True):
         n = table.filter(pl.col("topic") == row["topic"]).group_by("demographic").len()
         assert {r[0]: r[1] for r in n.iter_rows()} == {k: row[k] for k in ("a", "b") if row[k]}
+    # settings out of range, or not the subcommand's keys, are one config error line
+    at = argv.index("--settings")
+    without = argv[:at] + argv[at + 2 :]
+    for bad, message in (
+        (settings_argv(top_k=0), "topics.top_k: must be at least 1"),
+        (settings_argv(sample_k=5), "sampling.k: must be an even number"),
+        (["--settings", '{"top_k": 5}'], "settings missing"),
+        (["--settings", "[1]"], "--settings: not a JSON object"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            topics_cli.run(bm25_args(without + bad))
     # a demographic without a threshold is a clear error
     thresholds.write_text(json.dumps({"a": 50}))
     with pytest.raises(ConfigError, match="'b'"):
-        bm25.run(bm25_args(argv))
+        topics_cli.run(bm25_args(argv))
 
 
 def bm25_args(argv):
     import argparse
 
     parser = argparse.ArgumentParser()
-    bm25.configure_parser(parser)
+    topics_cli.configure_parser(parser)
     return parser.parse_args(argv)
 
 
 def test_no_posts_above_thresholds_is_a_clear_error():
     empty = demographic_posts().head(0)
     with pytest.raises(ConfigError, match="no posts of users at or above"):
-        bm25.topic_splits(empty, TOPICS)
+        in_process.topic_splits(empty, TOPICS, split_settings())
 
 
 # --------------------------------------------------------------------------- shards
@@ -419,15 +452,18 @@ def test_sharded_index_equals_one_rank_bm25_over_the_union(seed, n_shards):
         ["late-only", "w3", "early-only", "never-seen"],  # terms of one shard; unknown
         [f"w{i}" for i in range(2, 12)],
     ]
-    counts = [bm25.ShardCounts.from_token_lists(s) for s in shards]
-    stats = bm25.CorpusStats.combine(counts, {t for q in queries for t in q})
+    counts = [topic_corpus.ShardCounts.from_token_lists(s) for s in shards]
+    stats = topic_corpus.CorpusStats.combine(counts, {t for q in queries for t in q})
     # grouped in parts of a few vocabulary rows (hash-split terms): the same statistics
-    assert bm25.CorpusStats.combine(counts, {t for q in queries for t in q}, part_rows=7) == stats
+    assert (
+        topic_corpus.CorpusStats.combine(counts, {t for q in queries for t in q}, part_rows=7)
+        == stats
+    )
     assert stats.n_docs == reference.corpus_size and stats.n_terms == len(reference.idf)
     assert stats.average_idf == reference.average_idf  # same float sum, same order
     assert stats.avgdl == reference.avgdl
     assert "never-seen" not in stats.doc_freq and stats.doc_freq["late-only"] == 1
-    indexes = [BM25Index.from_token_lists(s, stats=stats) for s in shards]
+    indexes = [BM25Index.from_token_lists(s, stats=stats, params=ROBERTSON) for s in shards]
     offsets = np.cumsum([0] + [len(s) for s in shards])
     for query in queries:
         expected = reference.get_scores(query)
@@ -449,23 +485,25 @@ def test_sharded_index_equals_one_rank_bm25_over_the_union(seed, n_shards):
 
 def test_sharded_statistics_of_texts_equal_the_whole_index():
     texts = ["The garden soil", "", None, "garden tomato plants", "soil soil", "a an the"] * 7
-    whole = BM25Index.from_texts(texts)
-    counts = [bm25.ShardCounts.from_texts(texts[i : i + 5], block_docs=2) for i in range(0, 42, 5)]
-    stats = bm25.CorpusStats.combine(counts, ["garden", "soil", "tomato", "absent"])
+    whole = BM25Index.from_texts(texts, params=ROBERTSON)
+    counts = [
+        topic_corpus.ShardCounts.from_texts(texts[i : i + 5], block_docs=2) for i in range(0, 42, 5)
+    ]
+    stats = topic_corpus.CorpusStats.combine(counts, ["garden", "soil", "tomato", "absent"])
     assert stats.n_terms == len(whole.vocabulary) and stats.average_idf == whole.average_idf
     assert stats.doc_freq == {"garden": 14, "soil": 14, "tomato": 7}
-    shard = BM25Index.from_texts(texts[10:20], stats=stats)
+    shard = BM25Index.from_texts(texts[10:20], stats=stats, params=ROBERTSON)
     assert list(shard.vocabulary) == ["garden", "soil", "tomato"]
     for query in (["garden"], ["soil", "tomato", "soil"]):
         assert np.array_equal(shard.get_scores(query), whole.get_scores(query)[10:20])
     with pytest.raises(ValueError, match="zero documents"):
-        bm25.CorpusStats.combine([bm25.ShardCounts.from_texts([])], [])
+        topic_corpus.CorpusStats.combine([topic_corpus.ShardCounts.from_texts([])], [])
 
 
 def shard_frames(table: pl.DataFrame, max_posts: int, max_bytes: int) -> list[pl.DataFrame]:
-    pieces = list(bm25.cut_shards([table.head(5), table.slice(5)], max_posts, max_bytes))
+    pieces = list(topic_shards.cut_shards([table.head(5), table.slice(5)], max_posts, max_bytes))
     assert [n for n, _ in pieces] == sorted(n for n, _ in pieces)
-    return bm25.shard_frames(pieces)
+    return topic_shards.shard_frames(pieces)
 
 
 def test_cut_shards_bounds_posts_and_bytes():
@@ -510,7 +548,7 @@ def test_union_streams_a_k_way_merge_of_sorted_files(tmp_path):
         rows_of[key] = rows
         files[key] = write_demographic(tmp_path / key / "posts.parquet", rows)
     thresholds = {"a": 50, "b": 20.5, "c": 99}
-    expected = bm25.union_posts(
+    expected = topic_shards.union_posts(
         pl.DataFrame(
             [
                 (p, f"u-{p}", "s", f"text of {p}", key)
@@ -524,7 +562,7 @@ def test_union_streams_a_k_way_merge_of_sorted_files(tmp_path):
     )
     assert expected.height > 50 and expected["demographics"].list.len().max() >= 2
     for batch_rows in (1, 3, 64, 10**6):
-        got = pl.concat(list(bm25.iter_union(files, thresholds, batch_rows=batch_rows)))
+        got = pl.concat(list(topic_shards.iter_union(files, thresholds, batch_rows=batch_rows)))
         assert got.equals(expected), batch_rows
 
 
@@ -532,24 +570,24 @@ def test_union_rejects_unsorted_or_unthresholded_input(tmp_path):
     good = write_demographic(tmp_path / "a" / "posts.parquet", [("p1", 90), ("p2", 90)])
     bad = write_demographic(tmp_path / "b" / "posts.parquet", [("p2", 90), ("p1", 90)])
     with pytest.raises(ConfigError, match="not in ascending order"):
-        list(bm25.iter_union({"a": good, "b": bad}, {"a": 50, "b": 50}))
+        list(topic_shards.iter_union({"a": good, "b": bad}, {"a": 50, "b": 50}))
     with pytest.raises(ConfigError, match="no threshold for demographic 'b'"):
-        list(bm25.iter_union({"a": good, "b": good}, {"a": 50}))
+        list(topic_shards.iter_union({"a": good, "b": good}, {"a": 50}))
     with pytest.raises(ConfigError, match="not a number"):
-        list(bm25.iter_union({"a": good}, {"a": "high"}))
+        list(topic_shards.iter_union({"a": good}, {"a": "high"}))
     with pytest.raises(ConfigError, match="does not exist"):
-        list(bm25.iter_union({"a": str(tmp_path / "none.parquet")}, {"a": 50}))
+        list(topic_shards.iter_union({"a": str(tmp_path / "none.parquet")}, {"a": 50}))
 
 
 @pytest.mark.parametrize("index", ["shared", "per_demographic"])
 def test_topic_splits_do_not_depend_on_the_shards(index):
     posts = demographic_posts()
-    one = bm25.topic_splits(
-        posts, TOPICS, TopicSplitParams(top_k=3, drop_fraction=0.25, index=index)
+    one = in_process.topic_splits(
+        posts, TOPICS, split_settings(top_k=3, drop_fraction=0.25, index=index)
     )
     assert one.height > 6
     for shard_posts, shard_mb in ((1, 512.0), (2, 512.0), (5, 512.0), (1000, 20 / 2**20)):
-        params = TopicSplitParams(
+        params = split_settings(
             top_k=3, drop_fraction=0.25, index=index, shard_posts=shard_posts, shard_mb=shard_mb
         )
-        assert bm25.topic_splits(posts, TOPICS, params).equals(one), (shard_posts, shard_mb)
+        assert in_process.topic_splits(posts, TOPICS, params).equals(one), (shard_posts, shard_mb)

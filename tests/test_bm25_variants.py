@@ -17,12 +17,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import rank_bm25
+from splits.config.schema import validate_config
+from splits.config.settings import schema_defaults, settings_from_config
 from splits.errors import ConfigError
 from splits.hypotheses.retrieval import Pool, PoolIndex
 from splits.retrieval import bm25 as bs
 from splits.retrieval.bm25 import BM25Params
 from splits.text import words
-from splits.topics.retrieval import BM25Index
+from splits.topics.index import BM25Index
+from splits.topics.settings import TopicBM25Settings
+
+
+def variant(method: str, **values) -> BM25Params:
+    """A BM25 variant: topics.bm25's schema defaults for what ``values`` leaves out."""
+    return schema_defaults(TopicBM25Settings, method=method, **values).params()
+
 
 HERE = Path(__file__).parent
 
@@ -168,7 +177,7 @@ def test_pool_index_lucene_equals_real_lucene(lucene_run):
     the same ranked ids, raw scores equal as float32 (within 1e-6), and pyserini's displayed
     scores, for every query; the queries really contain exact ties decided by the ids."""
     ids, texts, _, result = lucene_run
-    index = PoolIndex(pool_of(ids, texts), params=BM25Params("lucene"))
+    index = PoolIndex(pool_of(ids, texts), params=variant("lucene"))
     tied_rows = compared = 0
     for keywords, expected in zip(QUERIES, result["queries"], strict=True):
         scores, matched = index.variant_scores(index.clauses(keywords, merged=True))
@@ -214,7 +223,7 @@ def test_pool_index_lucene_equals_the_releases_lucene(reference_dir, tmp_path):
         },
     )
     assert result["lucene"].startswith("9.9")
-    index = PoolIndex(pool_of(ids, texts), params=BM25Params("lucene"))
+    index = PoolIndex(pool_of(ids, texts), params=variant("lucene"))
     for keywords, expected in zip(QUERIES, result["queries"], strict=True):
         scores, matched = index.variant_scores(index.clauses(keywords, merged=True))
         hits = np.flatnonzero(matched)
@@ -229,7 +238,7 @@ def test_pool_index_lucene_equals_the_releases_lucene(reference_dir, tmp_path):
 def test_sparse_index_lucene_equals_real_lucene_on_term_queries(lucene_run):
     """The fast sparse index (terms only) with ``lucene``: same ranking and float scores."""
     ids, _, tokens, result = lucene_run
-    index = BM25Index.from_token_lists(tokens, params=BM25Params("lucene"))
+    index = BM25Index.from_token_lists(tokens, params=variant("lucene"))
     checked = 0
     for keywords, expected in zip(QUERIES, result["queries"], strict=True):
         if any(len(words(k)) != 1 for k in keywords):
@@ -321,7 +330,7 @@ def test_variants_equal_bm25s(method, reference_dir):
         bm25s.tokenization.Tokenized(ids=[[vocab[t] for t in doc] for doc in tokens], vocab=vocab),
         show_progress=False,
     )
-    params = BM25Params(method, k1=1.2, b=0.7, delta=0.8)
+    params = variant(method, k1=1.2, b=0.7, delta=0.8)
     sparse = BM25Index.from_token_lists(tokens, params=params)
     pool = PoolIndex(pool_of([str(i) for i in range(len(texts))], texts), params=params)
     for query in (["stress"], ["anxiety", "panic"], ["i", "feel", "stress"], ["therapy"]):
@@ -335,8 +344,8 @@ def test_variants_equal_bm25s(method, reference_dir):
 def test_robertson_default_unchanged_and_rank_bm25_exact():
     corpus = [["a", "b", "a"], ["b", "c"], ["c", "c", "d"], [], ["a"]]
     for index in (
-        BM25Index.from_token_lists(corpus),
-        BM25Index.from_token_lists(corpus, params=BM25Params()),
+        BM25Index.from_token_lists(corpus, params=variant("robertson")),  # topics.bm25's default
+        BM25Index.from_token_lists(corpus, params=BM25Params("robertson", 1.5, 0.75, 0.5)),
     ):
         assert index.scorer is None
         for query in (["a"], ["c", "d"], ["a", "a", "b"]):
@@ -346,20 +355,22 @@ def test_robertson_default_unchanged_and_rank_bm25_exact():
 
 
 def test_params_defaults_and_errors():
-    assert (BM25Params("lucene").k1, BM25Params("lucene").b) == (0.9, 0.4)
-    assert (BM25Params().k1, BM25Params().b) == (1.5, 0.75)
-    assert BM25Params("bm25l", k1=2.0).k1 == 2.0
+    assert (variant("lucene").k1, variant("lucene").b) == (0.9, 0.4)
+    assert (variant("robertson").k1, variant("robertson").b) == (1.5, 0.75)
+    assert variant("bm25l", k1=2.0).k1 == 2.0
     with pytest.raises(ConfigError, match="bm25.method"):
-        BM25Params("okapi")
+        variant("okapi")
     with pytest.raises(ConfigError, match="bm25.b"):
-        BM25Params("lucene", b=1.5)
-    assert BM25Params.from_config({"method": "bm25+", "delta": 1.0}).delta == 1.0
+        variant("lucene", b=1.5)
+    config = validate_config({"topics": {"bm25": {"method": "bm25+", "delta": 1.0}}})
+    assert settings_from_config(TopicBM25Settings, config).params().delta == 1.0
+    assert BM25Params("bm25+", None, None, 0.5).k1 == 1.5  # null k1: the method's own
 
 
 def test_lucene_counts_only_nonempty_documents():
     """Anserini does not index an empty document, so Lucene's N and avgdl leave it out."""
     corpus = [["a", "b"], [], ["b"], ["c", "c", "c"]]
-    index = BM25Index.from_token_lists(corpus, params=BM25Params("lucene"))
+    index = BM25Index.from_token_lists(corpus, params=variant("lucene"))
     assert index.scorer.n_docs == 3
     assert index.scorer.avgdl == np.float32(6 / 3)
     assert index.scorer.idf[index.vocabulary["b"]] == np.float32(np.log(1 + (3 - 2 + 0.5) / 2.5))
@@ -367,7 +378,7 @@ def test_lucene_counts_only_nonempty_documents():
 
 def test_pool_index_accepts_null_texts():
     pool = pool_of(["x", "y"], ["Stress stress", None])
-    index = PoolIndex(pool, params=BM25Params("lucene"))
+    index = PoolIndex(pool, params=variant("lucene"))
     scores, matched = index.variant_scores([(("stress",), 1)])
     assert matched.tolist() == [True, False] and scores[0] > 0 and scores[1] == 0
 
@@ -376,7 +387,7 @@ def test_pool_index_accepts_null_texts():
 def test_term_docs_read_tf_for_every_variant(method):
     """The phrase matcher reads (docs, tf) from the sparse index whatever its variant."""
     corpus = [["a", "b", "a"], ["b"], [], ["a", "a", "a", "c"]]
-    index = BM25Index.from_token_lists(corpus, params=BM25Params(method))
+    index = BM25Index.from_token_lists(corpus, params=variant(method))
     docs, tf = index.term_docs("a")
     assert docs.tolist() == [0, 3] and tf.tolist() == [2, 3]
 
@@ -386,7 +397,7 @@ def test_variants_decompose_over_shards(method):
     """A shard indexed with the whole corpus's statistics scores as the whole index does (the
     topic splits' map-reduce), for the variants too; lucene exactly (the statistics count the
     non-empty documents, its N; the corpus has empty ones)."""
-    from splits.topics.retrieval import CorpusStats, ShardCounts
+    from splits.topics.corpus import CorpusStats, ShardCounts
 
     rng = np.random.default_rng(5)
     vocab = [f"w{i}" for i in range(30)]
@@ -394,7 +405,7 @@ def test_variants_decompose_over_shards(method):
         [vocab[int(i) % 30] for i in rng.zipf(1.4, size=int(rng.integers(0, 20)))]
         for _ in range(80)
     ]
-    params = BM25Params(method)
+    params = variant(method)
     whole = BM25Index.from_token_lists(corpus, params=params)
     parts = [corpus[:33], corpus[33:]]
     stats = CorpusStats.combine([ShardCounts.from_token_lists(p) for p in parts], vocab)

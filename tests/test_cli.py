@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import splits
-from splits.cli import COMMANDS, Parser
+from splits.cli import COMMANDS, Parser, command_functions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,8 @@ def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
 
     for command, (module_name, help_text) in COMMANDS.items():
         parser = Parser(prog=f"splits {command}", description=help_text)
-        importlib.import_module(module_name).configure_parser(parser)
+        configure_parser, _ = command_functions(importlib.import_module(module_name), command)
+        configure_parser(parser)
         walk(f"splits {command}", parser)
     return found
 

@@ -5,6 +5,7 @@ through snakemake are in test_pipeline_faults.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_report_cli_on_empty_tables_exits_cleanly(tmp_path, caplog):
 
 
 def test_selfid_curve_without_users_says_so(tmp_path, caplog):
-    from splits.demographics.selfid import selfid_curve
+    from splits.demographics.curves import selfid_curve
 
     users = pl.DataFrame(
         schema={
@@ -91,7 +92,7 @@ def test_selfid_curve_without_users_says_so(tmp_path, caplog):
 
 
 def test_probe_plots_of_empty_tables_say_so(tmp_path, caplog):
-    from splits.probes.cli import _bar_plot
+    from splits.probes.cli_common import bar_plot
     from splits.probes.empathy import EmpathyResult, heatmap
 
     empty = np.zeros((0, 0))
@@ -119,7 +120,7 @@ def test_probe_plots_of_empty_tables_say_so(tmp_path, caplog):
         cells=pl.DataFrame(),
     )
     with caplog.at_level(logging.WARNING):
-        _bar_plot([], [], tmp_path / "gai.png", "group association index", "GAI", "attribute")
+        bar_plot([], [], tmp_path / "gai.png", "group association index", "GAI", "attribute")
         heatmap(result, str(tmp_path / "heat.png"), "empathy gap")
     assert _is_png(tmp_path / "gai.png") and _is_png(tmp_path / "heat.png")
     assert _warned(caplog, "gai.png", "no rows") and _warned(caplog, "heat.png", "no persona")
@@ -138,8 +139,8 @@ def test_graph_summary_counts_subreddits_without_neighbours(tmp_path):
     ).with_columns(post_id=pl.format("p{}", pl.int_range(pl.len())), text=pl.lit("x"))
     path = tmp_path / "posts.parquet"
     posts.write_parquet(path)
-    argv = ["graph", "--posts", str(path), "--out-dir", str(tmp_path / "g"), "--k", "3"]
-    argv += ["--min-posts", "1"]
+    argv = ["graph", "--posts", str(path), "--out-dir", str(tmp_path / "g")]
+    argv += ["--settings", '{"top_n": 50000, "min_posts": 1, "k": 3, "block_mb": 256}']
     assert splits_main(argv) == 0
     import json
 
@@ -157,8 +158,9 @@ def test_export_of_no_quadruplets_is_one_line(tmp_path, capsys):
         tmp_path / "tp.parquet"
     )
     argv = ["export", "--quadruplets", str(tmp_path / "q.parquet")]
-    argv += ["--topic-posts", str(tmp_path / "tp.parquet"), "--k", "4"]
-    argv += ["--salt-env", "SPLITS_TEST_SALT", "--out-dir", str(tmp_path / "out")]
+    argv += ["--topic-posts", str(tmp_path / "tp.parquet"), "--out-dir", str(tmp_path / "out")]
+    settings = {"k": 4, "salt_env": "SPLITS_TEST_SALT", "post_ids": "keep"}
+    argv += ["--settings", json.dumps(settings | {"license": None, "source": None})]
     assert splits_main(argv) != 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and "no quadruplets" in err[0] and str(tmp_path / "q.parquet") in err[0]

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
+import json
+import os
 
 import polars as pl
 import pytest
 from splits import privacy
 from splits.cli import main
+from splits.config.settings import schema_defaults
 from splits.sampling.draw import sample_quadruplets
+from splits.sampling.settings import ExportSettings, SampleSettings
+
+
+def export_settings(**overrides) -> list[str]:
+    """``--settings`` of ``splits export``: the schema's defaults, some replaced."""
+    settings = schema_defaults(ExportSettings, **overrides)
+    return ["--settings", json.dumps(dataclasses.asdict(settings))]
+
+
+def draw(posts: pl.DataFrame, k: int, seed: int) -> pl.DataFrame:
+    return sample_quadruplets(posts, schema_defaults(SampleSettings, k=k, seed=seed))
 
 
 def topic_posts() -> pl.DataFrame:
@@ -37,7 +52,7 @@ def topic_posts() -> pl.DataFrame:
 @pytest.fixture
 def exported(tmp_path, monkeypatch):
     posts = topic_posts()
-    quads = sample_quadruplets(posts, 4, seed=5)
+    quads = draw(posts, 4, seed=5)
     posts.write_parquet(tmp_path / "topic_posts.parquet")
     quads.write_parquet(tmp_path / "quadruplets.parquet")
     monkeypatch.setenv("TEST_SPLITS_SALT", "s3cret-salt-value")
@@ -48,12 +63,9 @@ def exported(tmp_path, monkeypatch):
         str(tmp_path / "quadruplets.parquet"),
         "--topic-posts",
         str(tmp_path / "topic_posts.parquet"),
-        "--k",
-        "4",
-        "--salt-env",
-        "TEST_SPLITS_SALT",
         "--out-dir",
         str(out),
+        *export_settings(k=4, salt_env="TEST_SPLITS_SALT"),
     ]
     assert main(argv) == 0
     return out, posts, quads
@@ -119,7 +131,7 @@ def test_author_hashes_are_salted_hmacs(exported, monkeypatch):
 def test_development_salt_warns(tmp_path, monkeypatch, caplog):
     posts = topic_posts()
     posts.write_parquet(tmp_path / "tp.parquet")
-    sample_quadruplets(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
+    draw(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
     monkeypatch.delenv("UNSET_SALT_VARIABLE", raising=False)
     assert privacy.resolve_salt("UNSET_SALT_VARIABLE") == (privacy.DEVELOPMENT_SALT, True)
     with caplog.at_level("WARNING"):
@@ -131,10 +143,9 @@ def test_development_salt_warns(tmp_path, monkeypatch, caplog):
                     str(tmp_path / "q.parquet"),
                     "--topic-posts",
                     str(tmp_path / "tp.parquet"),
-                    "--salt-env",
-                    "UNSET_SALT_VARIABLE",
                     "--out-dir",
                     str(tmp_path / "out"),
+                    *export_settings(salt_env="UNSET_SALT_VARIABLE"),
                 ]
             )
             == 0
@@ -184,6 +195,7 @@ def test_missing_input_is_a_config_error(tmp_path):
                 str(tmp_path / "x"),
                 "--out-dir",
                 str(tmp_path),
+                *export_settings(),
             ]
         )
         == 2
@@ -203,24 +215,80 @@ def test_card_claims_no_licence_unless_the_config_states_one(tmp_path, monkeypat
     stated licence and source are in the front matter and the text."""
     posts = topic_posts()
     posts.write_parquet(tmp_path / "tp.parquet")
-    sample_quadruplets(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
+    draw(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
     monkeypatch.setenv("CARD_SALT", "a-salt")
     argv = ["export", "--quadruplets", str(tmp_path / "q.parquet"), "--topic-posts"]
-    argv += [str(tmp_path / "tp.parquet"), "--salt-env", "CARD_SALT"]
-    assert main([*argv, "--out-dir", str(tmp_path / "plain")]) == 0
+    argv += [str(tmp_path / "tp.parquet")]
+    plain = export_settings(salt_env="CARD_SALT")
+    assert main([*argv, "--out-dir", str(tmp_path / "plain"), *plain]) == 0
     card = (tmp_path / "plain" / "README.md").read_text()
     assert "license" not in _front_matter(card)
     assert "cc-by" not in card.lower() and "CC BY" not in card
     assert "No licence is stated" in card and "`export.source` was not set" in card
     source = "Pushshift dumps of r/Cornell, 2011-2018: it's Reddit's terms"
-    stated = ["--license", "cc-by-nc-4.0", "--source", source]
+    stated = export_settings(salt_env="CARD_SALT", license="cc-by-nc-4.0", source=source)
     assert main([*argv, "--out-dir", str(tmp_path / "stated"), *stated]) == 0
     card = (tmp_path / "stated" / "README.md").read_text()
     assert _front_matter(card)["license"] == "cc-by-nc-4.0"
     assert "Licence stated by the dataset's makers: cc-by-nc-4.0" in card
     assert f"## Source\n\n{source}." in card
     # a licence that is a sentence stays one YAML scalar
-    odd = ["--license", "see LICENSE: research only, no redistribution"]
+    odd = export_settings(
+        salt_env="CARD_SALT", license="see LICENSE: research only, no redistribution"
+    )
     assert main([*argv, "--out-dir", str(tmp_path / "odd"), *odd]) == 0
     card = (tmp_path / "odd" / "README.md").read_text()
     assert _front_matter(card)["license"] == "see LICENSE: research only, no redistribution"
+
+
+def test_the_salt_fingerprint_writes_no_environment_variable(monkeypatch):
+    """Issue 29: library code wrote ``os.environ`` (the config salt copied into $salt_env while
+    the workflow's lookups were computed); only an entry point may write the environment."""
+    monkeypatch.delenv("SPLITS_TEST_UNSET_SALT", raising=False)
+    fingerprint = privacy.salt_fingerprint_for_jobs("SPLITS_TEST_UNSET_SALT", "config-salt")
+    assert "SPLITS_TEST_UNSET_SALT" not in os.environ
+    # the fingerprint is that of the salt the job will see (the config's, through the variable)
+    expected = hashlib.sha256(b"splits-export-salt:config-salt").hexdigest()[:12]
+    assert fingerprint == expected
+
+
+def test_config_salt_reaches_the_jobs_only_where_the_variable_is_unset():
+    export = {"salt_env": "SALT_VAR", "salt": "from-config"}
+    assert privacy.config_salt_environment(export, {}) == {"SALT_VAR": "from-config"}
+    assert privacy.config_salt_environment(export, {"SALT_VAR": "from-env"}) == {}
+    assert privacy.config_salt_environment({"salt_env": "SALT_VAR", "salt": None}, {}) == {}
+    # the variable wins in the fingerprint too
+    env_fp = privacy.salt_fingerprint_for_jobs("SALT_VAR", "from-config", {"SALT_VAR": "from-env"})
+    assert env_fp == hashlib.sha256(b"splits-export-salt:from-env").hexdigest()[:12]
+    assert privacy.salt_fingerprint_for_jobs("SALT_VAR", None, {}) == "development-salt"
+
+
+def test_export_by_hand_with_a_config_file_equals_the_rule_settings(tmp_path, monkeypatch):
+    """``splits export --config FILE`` reads the same settings as the rule's ``--settings``."""
+    posts = topic_posts()
+    posts.write_parquet(tmp_path / "tp.parquet")
+    draw(posts, 4, seed=1).write_parquet(tmp_path / "q.parquet")
+    monkeypatch.setenv("HAND_SALT", "hand-salt")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "sampling:\n  k: 4\n"
+        "export:\n  salt_env: HAND_SALT\n  post_ids: hash\n  license: cc-by-4.0\n"
+        "  source: a test corpus\n"
+    )
+    argv = ["export", "--quadruplets", str(tmp_path / "q.parquet")]
+    argv += ["--topic-posts", str(tmp_path / "tp.parquet")]
+    by_hand = [*argv, "--out-dir", str(tmp_path / "hand"), "--config", str(config)]
+    assert main(by_hand) == 0
+    rule = export_settings(
+        k=4, salt_env="HAND_SALT", post_ids="hash", license="cc-by-4.0", source="a test corpus"
+    )
+    assert main([*argv, "--out-dir", str(tmp_path / "rule"), *rule]) == 0
+    names = sorted(p.name for p in (tmp_path / "rule").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "hand").iterdir())
+    for name in names:
+        assert (tmp_path / "hand" / name).read_bytes() == (tmp_path / "rule" / name).read_bytes()
+    card = (tmp_path / "hand" / "README.md").read_text()
+    # the config's values, not the schema's defaults, reached the card and the post ids
+    assert "k = 4" in card and "cc-by-4.0" in card and "a test corpus" in card
+    hashed = pl.read_parquet(tmp_path / "hand" / "topic_posts.parquet")["post_id"]
+    assert not set(hashed) & set(posts["post_id"])

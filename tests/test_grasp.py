@@ -3,6 +3,7 @@ cases, GAI permutation p-values under no effect and a planted one, the CLI on ra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -12,17 +13,25 @@ import polars as pl
 import pytest
 from scipy import stats
 from splits.agreement import RatingMatrix, krippendorff_alpha_nominal, matrix_from_long
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.probes.grasp import (
     METRICS,
-    dices_ratings,
     dsi_table,
     grasp,
     group_scores,
     rater_groups,
     xrr_from_counts,
 )
+from splits.probes.grasp_ratings import dices_ratings
+from splits.probes.settings import GraspSettings
 from splits.stats import one_sided_permutation_p
+
+
+def _settings(**values) -> list[str]:
+    """--settings JSON of probe_grasp: the schema's defaults, some values replaced."""
+    settings = dataclasses.asdict(schema_defaults(GraspSettings, seed=0, **values))
+    return ["--settings", json.dumps(settings)]
 
 
 def cross_replication_reliability(codes_x, codes_y, n_categories: int) -> float:
@@ -187,7 +196,7 @@ def test_gai_p_value_near_uniform_without_group_effect():
         ratings, raters = _panel(rng, 30, 12, planted=False)
         matrix = matrix_from_long(ratings)
         groups, _ = rater_groups(matrix.raters, raters, 3, 1)
-        table = grasp(matrix, [g for g in groups if g.name == "group=g1"], 200, seed).groups
+        table = grasp(matrix, [g for g in groups if g.name == "group=g1"], 200, seed, 1.0).groups
         p_values.append(table["p_gai"][0])
     p_values = np.array(p_values)
     # one-sided rule: p lies in (0, ~0.5]; under H0 the share below 0.05 is about 10% (two tails
@@ -201,7 +210,7 @@ def test_gai_p_value_small_with_planted_group_effect():
     ratings, raters = _panel(rng, 60, 15, planted=True)
     matrix = matrix_from_long(ratings)
     groups, _ = rater_groups(matrix.raters, raters, 3, 1)
-    table = grasp(matrix, groups, 500, 0).groups.sort("group")
+    table = grasp(matrix, groups, 500, 0, 1.0).groups.sort("group")
     g1 = table.row(0, named=True)
     assert g1["group"] == "group=g1"
     assert g1["gai"] > 1.2
@@ -238,8 +247,9 @@ def test_grasp_cli_on_csv_ratings(tmp_path):
     code = main(
         [
             "probe", "grasp", "--ratings", str(tmp_path / "ratings.csv"), "--raters",
-            str(tmp_path / "raters.csv"), "--item-col", "conversation", "--rating-col", "label",
-            "--min-raters", "3", "--permutations", "100", "--outdir", str(out),
+            str(tmp_path / "raters.csv"), "--columns",
+            json.dumps({"item_col": "conversation", "rating_col": "label"}), "--outdir", str(out),
+            *_settings(min_raters=3, permutations=100),
         ]
     )  # fmt: skip
     assert code == 0
@@ -249,7 +259,17 @@ def test_grasp_cli_on_csv_ratings(tmp_path):
     assert summary["n_raters"] == 9 and summary["n_items"] == 25
     # a missing column is a clear one-line error, not a traceback
     assert (
-        main(["probe", "grasp", "--ratings", str(tmp_path / "ratings.csv"), "--outdir", str(out)])
+        main(
+            [
+                "probe",
+                "grasp",
+                "--ratings",
+                str(tmp_path / "ratings.csv"),
+                "--outdir",
+                str(out),
+                *_settings(),
+            ]
+        )  # fmt: skip
         == 2
     )
 
@@ -346,7 +366,7 @@ def test_planted_group_every_metric_on_its_side_with_nulls_and_q():
     ratings, raters = _panel(rng, 60, 15, planted=True)
     matrix = matrix_from_long(ratings)
     groups, _ = rater_groups(matrix.raters, raters, 3, 1)
-    result = grasp(matrix, groups, 400, 0)
+    result = grasp(matrix, groups, 400, 0, 1.0)
     g1 = result.groups.filter(pl.col("group") == "group=g1").row(0, named=True)
     # the planted group agrees with itself more and with the others less than a random
     # rater set of its size
@@ -424,7 +444,7 @@ def _dices_wide(rng, n_items: int = 30, n_raters: int = 24) -> pl.DataFrame:
 
 def test_dices_style_wide_table_loader_and_cli(tmp_path):
     from splits.cli import main
-    from splits.probes.grasp import RatingColumns, rating_rows
+    from splits.probes.grasp_ratings import RatingColumns, rating_rows
 
     wide = _dices_wide(np.random.default_rng(0))
     # dirt: a row without a rating, a row without a rater
@@ -437,7 +457,7 @@ def test_dices_style_wide_table_loader_and_cli(tmp_path):
             ),
         ]
     )
-    columns = RatingColumns("item_id", "rater_id", "Q_overall", tuple(DICES_ATTRIBUTES))
+    columns = RatingColumns("item_id", "rater_id", "Q_overall", tuple(DICES_ATTRIBUTES), (), None)
     ratings, attributes, counts = rating_rows(wide, columns, "dices.csv")
     assert counts == {
         "rows": 30 * 24 + 2,
@@ -466,10 +486,10 @@ def test_dices_style_wide_table_loader_and_cli(tmp_path):
     wide.write_csv(tmp_path / "dices.csv")
     out = tmp_path / "out"
     code = main(
-        ["probe", "grasp", "--ratings", str(tmp_path / "dices.csv"), "--item-col", "item_id",
-         "--rater-col", "rater_id", "--rating-col", "Q_overall", "--attribute-cols",
-         *DICES_ATTRIBUTES, "--min-raters", "4", "--max-order", "2", "--permutations", "200",
-         "--outdir", str(out)]
+        ["probe", "grasp", "--ratings", str(tmp_path / "dices.csv"), "--columns",
+         json.dumps({"item_col": "item_id", "rater_col": "rater_id", "rating_col": "Q_overall",
+                     "attribute_cols": DICES_ATTRIBUTES}),
+         "--outdir", str(out), *_settings(min_raters=4, max_order=2, permutations=200)]
     )  # fmt: skip
     assert code == 0
     table = pl.read_parquet(out / "groups.parquet")
@@ -490,7 +510,7 @@ def test_dices_style_wide_table_loader_and_cli(tmp_path):
 
 def test_d3_style_likert_binarised_with_missing_codes(tmp_path):
     from splits.cli import main
-    from splits.probes.grasp import RatingColumns, rating_rows
+    from splits.probes.grasp_ratings import RatingColumns, rating_rows
 
     table = pl.DataFrame(
         {
@@ -531,9 +551,10 @@ def test_d3_style_likert_binarised_with_missing_codes(tmp_path):
     out = tmp_path / "out"
     code = main(
         ["probe", "grasp", "--ratings", str(tmp_path / "ratings.csv"), "--raters",
-         str(tmp_path / "raters.csv"), "--item-col", "item_id", "--rater-col", "rater_id",
-         "--rating-col", "raw", "--missing-ratings", "-1", "na", "--binarize-at", "2",
-         "--min-raters", "4", "--permutations", "200", "--outdir", str(out)]
+         str(tmp_path / "raters.csv"), "--columns",
+         json.dumps({"item_col": "item_id", "rater_col": "rater_id", "rating_col": "raw",
+                     "missing_ratings": ["-1", "na"], "binarize_at": 2}),
+         "--outdir", str(out), *_settings(min_raters=4, permutations=200)]
     )  # fmt: skip
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())

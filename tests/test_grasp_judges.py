@@ -4,6 +4,7 @@ probe_grasp_judges rule on the default pipeline (IRR against the krippendorff pa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import polars as pl
 import pytest
 import yaml
 from splits import cli
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.probes.judges import judge_attributes, judge_name, judgments_to_ratings
+from splits.probes.settings import GraspJudgesSettings
 
 
 def _judgments() -> pl.DataFrame:
@@ -123,7 +126,8 @@ def test_cli_judgments(tmp_path):
     out = tmp_path / "out"
     kinds = json.dumps({"a": "llm", "b": "llm", "c": "builtin", "lexical": "builtin"})
     argv = ["probe", "grasp", "--judgments", *paths, "--judge-kinds", kinds]
-    argv += ["--min-raters", "2", "--permutations", "50", "--outdir", str(out)]
+    settings = dataclasses.asdict(schema_defaults(GraspJudgesSettings, permutations=50, seed=0))
+    argv += ["--outdir", str(out), "--settings", json.dumps(settings)]
     assert cli.main(argv) == 0
     ratings = pl.read_parquet(out / "ratings.parquet")
     assert ratings.height == 6 * 40

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -11,6 +12,7 @@ import polars as pl
 import pytest
 import yaml
 from splits.config.definitions import Demographic, load_demographics
+from splits.config.settings import schema_defaults
 from splits.demographics.groupness import (
     FORMULAS,
     build_users,
@@ -18,7 +20,19 @@ from splits.demographics.groupness import (
     groupness_column,
     read_bots,
 )
+from splits.demographics.settings import GroupnessSettings
 from splits.errors import ConfigError
+
+
+def settings(**overrides) -> GroupnessSettings:
+    """The group-ness settings: the schema's defaults, some replaced."""
+    return schema_defaults(GroupnessSettings, **overrides)
+
+
+def settings_args(**overrides) -> list[str]:
+    """``--settings`` of ``splits groupness`` (what the rule passes)."""
+    return ["--settings", json.dumps(dataclasses.asdict(settings(**overrides)))]
+
 
 SEEDS = ("SeedA", "seedb", "SeedC")
 
@@ -95,7 +109,13 @@ def test_scores_percentiles_and_filters_match_python_oracle(formula):
     posts = make_posts()
     kept = {"seeda", "seedb", "seedc", "general1", "general2"}
     bots = read_bots(None) | {"helper_bot"}
-    result = build_users(posts.lazy(), sorted(kept), demographic(), bots, formula, 0.02)
+    result = build_users(
+        posts.lazy(),
+        sorted(kept),
+        demographic(),
+        bots,
+        settings(groupness=formula, top_user_fraction=0.02),
+    )
     expected, top = oracle(posts, kept, SEEDS, bots, 0.02)
     users = result.users
     assert sorted(users["author"].to_list()) == sorted(expected)
@@ -120,7 +140,13 @@ def test_scores_percentiles_and_filters_match_python_oracle(formula):
 def test_demographic_posts_are_all_posts_of_users_in_kept_subreddits():
     posts = make_posts(60, seed=3)
     kept = ["seeda", "seedb", "general1"]  # seedc, general2 and tiny are not kept
-    result = build_users(posts.lazy(), kept, demographic(), read_bots(None), "sum_log", 0.0)
+    result = build_users(
+        posts.lazy(),
+        kept,
+        demographic(),
+        read_bots(None),
+        settings(groupness="sum_log", top_user_fraction=0.0),
+    )
     d_posts = demographic_posts(posts.lazy(), result.users, kept).collect()
     users = set(result.users["author"])
     expected = {
@@ -143,20 +169,32 @@ def test_demographic_posts_are_all_posts_of_users_in_kept_subreddits():
 def test_seed_names_compare_case_insensitively_and_missing_seeds_are_reported():
     posts = make_posts(40, seed=5)
     result = build_users(
-        posts.lazy(), ["seeda"], demographic(("SEEDA", "NoSuchSub")), read_bots(None), "sum_log"
+        posts.lazy(),
+        ["seeda"],
+        demographic(("SEEDA", "NoSuchSub")),
+        read_bots(None),
+        settings(groupness="sum_log"),
     )
     assert result.report["seed_subreddits_without_posts"] == ["nosuchsub"]
     assert result.users.height > 0
     with pytest.raises(ConfigError, match="none of its seed subreddits"):
-        build_users(posts.lazy(), ["seeda"], demographic(("nothere",)), read_bots(None))
+        build_users(posts.lazy(), ["seeda"], demographic(("nothere",)), read_bots(None), settings())
 
 
 def test_bad_formula_and_fraction_are_config_errors():
     posts = make_posts(10)
     with pytest.raises(ConfigError, match="demographics.groupness"):
-        build_users(posts.lazy(), ["seeda"], demographic(), formula="nope")
+        build_users(
+            posts.lazy(), ["seeda"], demographic(), read_bots(None), settings(groupness="nope")
+        )
     with pytest.raises(ConfigError, match="top_user_fraction"):
-        build_users(posts.lazy(), ["seeda"], demographic(), top_user_fraction=1.5)
+        build_users(
+            posts.lazy(),
+            ["seeda"],
+            demographic(),
+            read_bots(None),
+            settings(top_user_fraction=1.5),
+        )
 
 
 def test_bots_file(tmp_path):
@@ -213,6 +251,7 @@ def test_cli_writes_the_contract(tmp_path):
         str(out / "posts.parquet"),
         "--out-report",
         str(out / "report.json"),
+        *settings_args(),
     ]
     assert main(args) == 0
     users = pl.read_parquet(out / "users.parquet")
@@ -235,6 +274,16 @@ def test_cli_writes_the_contract(tmp_path):
     assert (out / "users.parquet").read_bytes() == first  # deterministic
     # a demographic that is not in the file is a one-line config error (exit 2)
     assert main(args[:8] + ["nope"] + args[9:]) == 2
+    # by hand, a config file gives the same settings as the rule's --settings
+    config = tmp_path / "config.yaml"
+    config.write_text("demographics:\n  groupness: entropy\n  top_user_fraction: 0.05\n")
+    rule = [*args[:-2], *settings_args(groupness="entropy", top_user_fraction=0.05)]
+    assert main(rule) == 0
+    by_rule = {name: (out / name).read_bytes() for name in ("users.parquet", "report.json")}
+    assert main([*args[:-2], "--config", str(config)]) == 0
+    assert {name: (out / name).read_bytes() for name in by_rule} == by_rule
+    report = json.loads((out / "report.json").read_text())
+    assert report["formula"] == "entropy" and report["top_user_fraction"] == 0.05
 
 
 def test_release_json_and_paper_yaml_load_the_same_facts(reference_dir, repo_root):
@@ -270,7 +319,13 @@ def test_d_d_is_written_sorted_in_parts(tmp_path, monkeypatch):
 
     posts = make_posts(60, seed=3).sample(fraction=1.0, shuffle=True, seed=1)
     kept = ["seeda", "seedb", "general1"]
-    users = build_users(posts.lazy(), kept, demographic(), read_bots(None), "sum_log", 0.0).users
+    users = build_users(
+        posts.lazy(),
+        kept,
+        demographic(),
+        read_bots(None),
+        settings(groupness="sum_log", top_user_fraction=0.0),
+    ).users
     d_posts = demographic_posts(posts.lazy(), users, kept)
     expected = d_posts.collect().sort("post_id")
     assert not d_posts.collect()["post_id"].is_sorted()  # the check below can fail
@@ -297,7 +352,7 @@ def test_misspelt_seed_subreddit_is_named_with_the_closest_real_names():
 
     posts = _college_posts()
     with pytest.raises(ConfigError) as err:
-        build_users(posts.lazy(), ["emory"], demographic(("Emroy",)), read_bots(None))
+        build_users(posts.lazy(), ["emory"], demographic(("Emroy",)), read_bots(None), settings())
     line = str(err.value)
     assert "\n" not in line and "'emory'" in line and "none of its seed subreddits" in line
     assert "'Emroy' (closest: 'emory'" in line
@@ -316,6 +371,7 @@ def test_partly_misspelt_seeds_are_a_run_health_finding(tmp_path):
         ["emory", "cornell"],
         demographic(("Emory", "Cornel", "Duke")),
         read_bots(None),
+        settings(),
     )
     codes = sorted(f.code for f in result.findings)
     assert codes == ["seed_subreddit_missing", "seed_subreddit_not_kept"]
@@ -348,7 +404,7 @@ def test_partly_misspelt_seeds_are_a_run_health_finding(tmp_path):
     argv += [str(tmp_path / "subreddits.parquet"), "--demographics", str(tmp_path / "d.yaml")]
     argv += ["--demographic", "demo", "--out-users", str(tmp_path / "u.parquet"), "--out-posts"]
     argv += [str(tmp_path / "p.parquet"), "--out-report", str(tmp_path / "r.json")]
-    argv += ["--health", str(tmp_path / "health" / "groupness_demo.json")]
+    argv += ["--health", str(tmp_path / "health" / "groupness_demo.json"), *settings_args()]
     assert main(argv) == 0
     health = json.loads((tmp_path / "health" / "groupness_demo.json").read_text())
     assert [f["code"] for f in health] == ["seed_subreddit_missing"]

@@ -17,8 +17,11 @@ import polars as pl
 import pytest
 import yaml
 from splits.config.definitions import load_demographics
+from splits.config.settings import schema_defaults
 from splits.demographics.groupness import build_users, demographic_posts, read_bots
-from splits.demographics.selfid import PhraseSet, find_phrases, roc_auc, selfid_search
+from splits.demographics.phrases import PhraseSet, find_phrases
+from splits.demographics.selfid import roc_auc, selfid_search
+from splits.demographics.settings import GroupnessSettings, SelfidSettings
 
 
 @pytest.fixture(scope="module")
@@ -81,10 +84,11 @@ def synth(tmp_path_factory, repo_root):
         "selfid": {},
     }
     for d in result["demographics"]:
-        users = build_users(posts.lazy(), kept, d, read_bots(None)).users
+        groupness = schema_defaults(GroupnessSettings)
+        users = build_users(posts.lazy(), kept, d, read_bots(None), groupness).users
         d_posts = demographic_posts(posts.lazy(), users, kept)
         result["users"][d.key] = users
-        result["selfid"][d.key] = selfid_search(users, d_posts, d)
+        result["selfid"][d.key] = selfid_search(users, d_posts, d, schema_defaults(SelfidSettings))
     return result
 
 

@@ -8,8 +8,10 @@ import copy
 import pytest
 from splits.config.definitions import load_demographics, load_topics
 from splits.config.schema import load_config
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.hypotheses.lexicon import Cleaner, read_records
+from splits.hypotheses.settings import FileSettings
 from splits.pipeline.checks import check_hypotheses
 
 
@@ -57,6 +59,14 @@ def config(repo_root):
             "hypotheses.generate.models: 'lexical' is a builtin",
         ),
         (lambda c: c["hypotheses"].update(report_k=0.3), "hypotheses.report_k"),
+        (
+            lambda c: c["hypotheses"]["retrieval"].update(mode="release", method="atire"),
+            "hypotheses.retrieval.method: release mode",
+        ),
+        (
+            lambda c: c["hypotheses"]["retrieval"].update(analyzer="wordpiece", method="lucene"),
+            "hypotheses.retrieval.vocab",
+        ),
         (lambda c: c["hypotheses"].update(encoder="lexical"), "hypotheses.encoder"),
         (
             lambda c: c["hypotheses"]["files"].update(mine="no/such/file.yaml"),
@@ -104,7 +114,8 @@ def test_known_lexicons_fit_the_release(repo_root, reference_dir):
     topics = [t.topic for t in load_topics(reference_dir / "splits-upstream" / "topics.json")]
     demographics = [d.key for d in load_demographics(repo_root / "config" / "demographics.yaml")]
     records, unreadable = read_records(repo_root / "config" / "hypotheses" / "known.yaml")
-    result = Cleaner(topics, demographics).add_all(records, "file/known:")
+    limits = schema_defaults(FileSettings).limits
+    result = Cleaner(topics, demographics, limits).add_all(records, "file/known:")
     assert not unreadable and not result.skipped and not result.entries_dropped
     assert len(result.hypotheses) == 5 * len(records)  # every record against the five others
     assert all(h.source == "known" and "(" in h.note for h in result.hypotheses)

@@ -9,6 +9,7 @@ Snakemake's own dry run."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import subprocess
@@ -19,8 +20,10 @@ import polars as pl
 import pytest
 import yaml
 from scipy import stats
+from splits.config.schema import validate_config
+from splits.config.settings import settings_from_config
 from splits.hypotheses.engine import HypothesisEngine
-from splits.hypotheses.lift import LiftSettings
+from splits.hypotheses.settings import LiftSettings
 
 ISSUE_COLUMNS = [
     "hypothesis_id",
@@ -141,7 +144,7 @@ def test_filtered_and_stage_counts(default_run, table, config):
 def test_engine_query_equals_the_lift_job(default_run, table, config):
     engine = HypothesisEngine(
         default_run / "results" / "topics" / "topic_posts.parquet",
-        LiftSettings(tuple(config["hypotheses"]["k_fractions"]), None, 0.05, config["seed"]),
+        settings_from_config(LiftSettings, validate_config(copy.deepcopy(config))),
     )
     for source in ("planted", "null", "theory"):
         row = table.filter(pl.col("source") == source).row(0, named=True)

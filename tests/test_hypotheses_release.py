@@ -14,10 +14,12 @@ import pandas as pd
 import polars as pl
 import pytest
 from scipy.stats import hypergeom
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.hypotheses.lexicon import Hypothesis
-from splits.hypotheses.lift import LiftSettings, evaluate_set, lift_frame
-from splits.hypotheses.release import RetrievalSettings, release_seed
+from splits.hypotheses.lift import evaluate_set, lift_frame
+from splits.hypotheses.release import release_seed
+from splits.hypotheses.settings import LiftSettings, RetrievalSettings
 from splits.text import words
 from test_bm25_variants import LUCENE_MISSING, run_lucene
 
@@ -124,6 +126,17 @@ def reddit_topic_posts(reference_dir) -> pl.DataFrame:
     )
 
 
+def retrieval(**changes) -> RetrievalSettings:
+    return schema_defaults(RetrievalSettings, **changes)
+
+
+def lift_settings(k_fractions, **retrieval_changes) -> LiftSettings:
+    """The schema's lift settings (alpha 0.05), seed 0, these k fractions and retrieval."""
+    return schema_defaults(
+        LiftSettings, k_fractions=k_fractions, seed=0, retrieval=retrieval(**retrieval_changes)
+    )
+
+
 def hypotheses(target: str = "a") -> list[Hypothesis]:
     return [Hypothesis(h, "t", "a", "b", target, tuple(lex), "user") for h, lex in LEXICONS]
 
@@ -132,9 +145,7 @@ def hypotheses(target: str = "a") -> list[Hypothesis]:
 @pytest.mark.parametrize("doc_count", [300, 1000])
 def test_release_lift_equals_release_computation(reference_dir, tmp_path, doc_count):
     posts = reddit_topic_posts(reference_dir).sort("post_id")
-    settings = LiftSettings(
-        K_FRACTIONS, None, 0.05, 0, RetrievalSettings(mode="release", doc_count=doc_count)
-    )
+    settings = lift_settings(K_FRACTIONS, mode="release", doc_count=doc_count)
     result = evaluate_set(hypotheses(), posts.lazy(), settings)
     ours = lift_frame(result.rows, 0.05)
 
@@ -194,7 +205,7 @@ def test_release_k_zero_is_undefined_not_zero():
         }
     )
     h = [Hypothesis("h", "t", "a", "b", "a", ("stress",), "user")]
-    settings = LiftSettings((0.5, 1.0), None, 0.05, 0, RetrievalSettings("release", doc_count=2))
+    settings = lift_settings((0.5, 1.0), mode="release", doc_count=2)
     result = evaluate_set(h, posts.lazy(), settings)
     frame = lift_frame(result.rows, 0.05)
     assert frame.height == 2
@@ -215,19 +226,22 @@ def test_release_seed_is_md5_of_query():
 
 def test_retrieval_settings_errors():
     with pytest.raises(ConfigError, match="release mode"):
-        RetrievalSettings("release", method="robertson")
+        retrieval(mode="release", method="robertson")
     with pytest.raises(ConfigError, match="mode"):
-        RetrievalSettings("exact")
+        retrieval(mode="exact")
     with pytest.raises(ConfigError, match="analyzer"):
-        RetrievalSettings("project", analyzer="wordpiece", vocab="x")
-    assert RetrievalSettings("release").bm25.k1 == 0.9
-    assert RetrievalSettings().is_default
-    assert np.isclose(RetrievalSettings("project", method="bm25+").bm25.delta, 0.5)
+        retrieval(analyzer="wordpiece", vocab="x")
+    with pytest.raises(ConfigError, match="hypotheses.retrieval.vocab"):
+        retrieval(analyzer="wordpiece", method="lucene")
+    assert retrieval(mode="release").bm25.k1 == 0.9
+    assert retrieval().is_default
+    assert np.isclose(retrieval(method="bm25+").bm25.delta, 0.5)
 
 
 def test_lift_command_release_mode(tmp_path, capsys):
-    """`splits hypotheses lift --retrieval-mode release`: the release's list length in every
-    row, the settings in the report, and a one-line error for a wrong combination."""
+    """`splits hypotheses lift` in release mode (``--settings``): the release's list length in
+    every row, the settings in the report, and a one-line error for a wrong combination."""
+    import dataclasses
     import json
 
     from splits.cli import main
@@ -255,20 +269,24 @@ def test_lift_command_release_mode(tmp_path, capsys):
         str(tmp_path / "set.parquet"),
         "--topic-posts",
         str(tmp_path / "topic_posts.parquet"),
-        "--k-fractions",
-        "0.05",
-        "0.1",
         "--out",
         str(tmp_path / "lift.parquet"),
         "--report",
         str(tmp_path / "lift.json"),
     ]
-    assert main([*common, "--retrieval-mode", "release", "--doc-count", "150"]) == 0
+
+    def settings(**changes) -> str:
+        chosen = lift_settings((0.05, 0.1), mode="release", doc_count=150, **changes)
+        return json.dumps(dataclasses.asdict(chosen))
+
+    assert main([*common, "--settings", settings()]) == 0
     frame = pl.read_parquet(tmp_path / "lift.parquet")
     assert frame["list_size"].to_list() == [150, 150] and frame["n"].to_list() == [7, 15]
     report = json.loads((tmp_path / "lift.json").read_text())
     assert report["retrieval"]["mode"] == "release" and report["retrieval"]["bm25"] == "lucene"
-    assert main([*common, "--retrieval-mode", "release", "--bm25-method", "atire"]) != 0
+    wrong = json.loads(settings())
+    wrong["retrieval"]["method"] = "atire"
+    assert main([*common, "--settings", json.dumps(wrong)]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "release mode scores with Lucene's BM25" in err[0]
 
@@ -279,8 +297,7 @@ def test_engine_gives_the_lift_jobs_numbers(reference_dir, mode):
     from splits.hypotheses.engine import HypothesisEngine
 
     posts = reddit_topic_posts(reference_dir)
-    retrieval = RetrievalSettings(mode=mode, method="lucene", doc_count=400)
-    settings = LiftSettings(K_FRACTIONS, None, 0.05, 0, retrieval)
+    settings = lift_settings(K_FRACTIONS, mode=mode, method="lucene", doc_count=400)
     engine = HypothesisEngine(posts, settings)
     for hid, lexicon in LEXICONS[:3]:
         job = lift_frame(

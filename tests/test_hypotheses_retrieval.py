@@ -12,10 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
+from splits.config.settings import schema_defaults
 from splits.hypotheses.lexicon import canonical_lexicon, entry_tokens
 from splits.hypotheses.retrieval import Pool, PoolIndex, matched_spans, query_key
+from splits.hypotheses.settings import LiftSettings, RetrievalSettings
 
-K1, B = 1.5, 0.75
+K1, B = 1.5, 0.75  # rank_bm25's, which the schema's defaults (robertson, k1 and b null) give
+#: the BM25 parameters of the schema's hypotheses.retrieval
+DEFAULT = schema_defaults(RetrievalSettings).bm25
 
 
 def make_pool(texts, is_a=None, post_ids=None) -> Pool:
@@ -30,7 +34,7 @@ def make_pool(texts, is_a=None, post_ids=None) -> Pool:
     )
 
 
-def brute_force(texts, lexicon):
+def brute_force(texts, lexicon, k1=K1, b=B):
     """Scores and match flags from the definition, one post and one entry at a time."""
     docs = [list(entry_tokens(t)) for t in texts]
     reference = BM25Okapi(docs)
@@ -45,7 +49,7 @@ def brute_force(texts, lexicon):
                 continue
             hit = True
             idf = sum(reference.idf[t] for t in entry)
-            total += idf * (tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(doc) / avgdl)))
+            total += idf * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avgdl)))
         scores.append(total)
         matched.append(hit)
     return np.array(scores), np.array(matched)
@@ -67,16 +71,31 @@ lexicon_strategy = st.lists(
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=texts_strategy, lexicon=lexicon_strategy)
 def test_phrase_scores_match_brute_force(texts, lexicon):
-    index = PoolIndex(make_pool(texts))
+    index = PoolIndex(make_pool(texts), DEFAULT)
     scores, matched = index.scores(lexicon)
     expected_scores, expected_matched = brute_force(texts, lexicon)
     assert np.array_equal(matched, expected_matched)
     assert scores == pytest.approx(expected_scores, abs=1e-12, rel=1e-12)
 
 
+def test_k1_and_b_come_from_the_settings():
+    """hypotheses.retrieval.k1 and b reach the robertson index (it once used rank_bm25's 1.5 and
+    0.75 whatever the config said)."""
+    texts = ["finna go ha", "ha ha he be", "go go finna finna the y", "all y all", "be"]
+    from splits.hypotheses.lift import pool_index
+
+    chosen = schema_defaults(RetrievalSettings, k1=0.6, b=0.2)
+    assert chosen.is_default  # robertson: the index's own scoring
+    scores, _ = pool_index(make_pool(texts), chosen).scores(["finna go", "ha"])
+    expected, _ = brute_force(texts, ["finna go", "ha"], k1=0.6, b=0.2)
+    assert scores == pytest.approx(expected, abs=1e-12, rel=1e-12)
+    default, _ = brute_force(texts, ["finna go", "ha"])
+    assert not np.allclose(expected, default)
+
+
 def test_repeated_and_overlapping_occurrences():
     texts = ["ha ha ha", "ha he ha", "he ha", "ha", "nothing here at all", "ha ha"]
-    index = PoolIndex(make_pool(texts))
+    index = PoolIndex(make_pool(texts), DEFAULT)
     docs, tf = index.phrase_frequency(index.clause_ids(("ha", "ha")))
     # "ha ha ha" holds "ha ha" twice (overlapping), "ha ha" once; nowhere else
     assert dict(zip(docs.tolist(), tf.tolist(), strict=True)) == {0: 2, 5: 1}
@@ -90,7 +109,7 @@ def test_repeated_and_overlapping_occurrences():
 
 
 def test_phrase_never_spans_two_posts():
-    index = PoolIndex(make_pool(["one two finna", "go three", "finna go"]))
+    index = PoolIndex(make_pool(["one two finna", "go three", "finna go"]), DEFAULT)
     docs, tf = index.phrase_frequency(index.clause_ids(("finna", "go")))
     assert docs.tolist() == [2] and tf.tolist() == [1]
 
@@ -99,7 +118,7 @@ def test_one_word_lexicon_equals_rank_bm25_bit_for_bit():
     rng = np.random.default_rng(5)
     vocab = [f"w{i}" for i in range(60)] + ["the", "and", "of"]
     texts = [" ".join(rng.choice(vocab, size=rng.integers(0, 30))) for _ in range(300)]
-    index = PoolIndex(make_pool(texts))
+    index = PoolIndex(make_pool(texts), DEFAULT)
     reference = BM25Okapi([list(entry_tokens(t)) for t in texts])
     for _ in range(20):
         words = sorted(set(rng.choice(vocab, size=4).tolist()))  # sorted: the summing order
@@ -109,7 +128,7 @@ def test_one_word_lexicon_equals_rank_bm25_bit_for_bit():
 
 def test_stop_words_and_apostrophes_are_tokens():
     # the lexicon's tokens are the retrieval tokens: stop words kept, "y'all" -> "y", "all"
-    index = PoolIndex(make_pool(["y'all be finna go", "you all go", "he be going", "x"]))
+    index = PoolIndex(make_pool(["y'all be finna go", "you all go", "he be going", "x"]), DEFAULT)
     _, matched = index.scores(["y'all"])
     assert matched.tolist() == [True, False, False, False]
     _, matched = index.scores(["he be"])
@@ -119,7 +138,7 @@ def test_stop_words_and_apostrophes_are_tokens():
 def test_ranked_list_order_ties_and_padding():
     texts = ["finna go", "nothing", "finna", "other words", "finna go finna", "finna", "zz"]
     pool = make_pool(texts)
-    index = PoolIndex(pool)
+    index = PoolIndex(pool, DEFAULT)
     ranking = index.rank(["finna"], seed=1)
     scores, matched = index.scores(["finna"])
     n_match = int(matched.sum())
@@ -145,14 +164,15 @@ def test_ranked_posts_do_not_depend_on_row_order():
     rng = np.random.default_rng(2)
     texts = [" ".join(rng.choice(WORDS, size=rng.integers(1, 8))) for _ in range(80)]
     ids = [f"post{i}" for i in range(80)]
-    first = PoolIndex(make_pool(texts, post_ids=ids))
+    first = PoolIndex(make_pool(texts, post_ids=ids), DEFAULT)
     perm = rng.permutation(80)
     second = PoolIndex(
         make_pool(
             [texts[i] for i in perm],
             is_a=[i % 2 == 0 for i in perm],
             post_ids=[ids[i] for i in perm],
-        )
+        ),
+        DEFAULT,
     )
     for lexicon in (["finna go"], ["ha", "the"], ["zzz"]):
         a = [ids[d] for d in first.rank(lexicon, seed=3).docs]
@@ -175,7 +195,7 @@ def test_matched_spans():
     list_size=st.one_of(st.none(), st.integers(1, 30)),
 )
 def test_partial_ranking_is_the_prefix_of_the_whole_list(texts, lexicon, depth, list_size):
-    index = PoolIndex(make_pool(texts))
+    index = PoolIndex(make_pool(texts), DEFAULT)
     whole = index.rank(lexicon, seed=9, list_size=list_size)
     part = index.rank(lexicon, seed=9, list_size=list_size, depth=depth)
     assert part.docs.tolist() == whole.docs[:depth].tolist()
@@ -184,19 +204,21 @@ def test_partial_ranking_is_the_prefix_of_the_whole_list(texts, lexicon, depth, 
 
 
 def test_empty_posts_rank_without_matches():
-    index = PoolIndex(make_pool(["", "", "!!"]))
+    index = PoolIndex(make_pool(["", "", "!!"]), DEFAULT)
     ranking = index.rank(["finna"], seed=1)
     assert ranking.n_matching == 0 and sorted(ranking.docs.tolist()) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("list_size", [None, 7, 40, 500])
 def test_counts_from_the_partial_list_equal_the_whole_lists(list_size):
-    from splits.hypotheses.lift import LiftSettings, depth_counts, ranked_counts
+    from splits.hypotheses.lift import depth_counts, ranked_counts
 
     rng = np.random.default_rng(4)
     texts = [" ".join(rng.choice(WORDS, size=rng.integers(0, 9))) for _ in range(300)]
-    index = PoolIndex(make_pool(texts, is_a=(rng.random(300) < 0.3).tolist()))
-    settings = LiftSettings((0.005, 0.01, 0.05, 0.1, 0.3), list_size, 0.05, 5)
+    index = PoolIndex(make_pool(texts, is_a=(rng.random(300) < 0.3).tolist()), DEFAULT)
+    settings = schema_defaults(
+        LiftSettings, k_fractions=(0.005, 0.01, 0.05, 0.1, 0.3), list_size=list_size, seed=5
+    )
     for lexicon in (["ha"], ["finna go", "the"], ["absent"]):
         for target in ("a", "b"):
             whole = index.rank(lexicon, 5, list_size)

@@ -4,14 +4,18 @@ local server) with the response cache."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import polars as pl
 import pytest
 import yaml
 from splits.cli import main
+from splits.config.schema import load_config
+from splits.config.settings import schema_defaults, settings_json
 from splits.errors import ConfigError
 from splits.hypotheses.lexicon import Cleaner, Limits, read_records
+from splits.hypotheses.settings import FileSettings, GenerateSettings, TheoriesSettings
 from splits.hypotheses.sources import oracle_records, parse_lexicon_reply
 from splits.testing.fake_openai_server import FakeOpenAIServer
 
@@ -25,8 +29,17 @@ CONTEXT = [
 ]
 
 
-def cleaner(**kwargs) -> Cleaner:
-    return Cleaner(TOPICS, GROUPS, **kwargs)
+#: the schema's lexicon bounds (hypotheses.max_entries, max_phrase_tokens)
+LIMITS = schema_defaults(FileSettings).limits
+
+
+def settings(cls, **changes) -> list[str]:
+    """``--settings`` with the schema's defaults of ``cls``, some fields changed."""
+    return ["--settings", json.dumps(dataclasses.asdict(schema_defaults(cls, **changes)))]
+
+
+def cleaner(limits: Limits = LIMITS, **kwargs) -> Cleaner:
+    return Cleaner(TOPICS, GROUPS, limits, **kwargs)
 
 
 def test_cleaning_counts_every_reason():
@@ -209,6 +222,7 @@ def test_file_with_no_valid_hypothesis_is_a_one_line_error(tmp_path, capsys):
             "--name",
             "mine",
             *CONTEXT,
+            *settings(FileSettings),
             "--out",
             str(tmp_path / "o.parquet"),
             "--report",
@@ -322,21 +336,23 @@ def test_generator_through_an_openai_server_and_its_cache(tmp_path, topic_posts)
         "generate",
         "--topic-posts",
         str(topic_posts),
-        "--topics",
-        "Soccer",
-        "--posts-per-group",
-        "2",
-        "--per-pool",
-        "3",
         "--model",
         "api",
         "--prompt",
         "resources/prompts/hypotheses_generate.txt",
         "--cache",
         str(tmp_path / "cache.sqlite"),
-        "--seed",
-        "7",
         *CONTEXT,
+        *settings(
+            GenerateSettings,
+            seed=7,
+            generate=dataclasses.replace(
+                schema_defaults(GenerateSettings).generate,
+                topics=["Soccer"],
+                posts_per_group=2,
+                per_pool=3,
+            ),
+        ),
         "--out",
         str(out),
         "--report",
@@ -410,6 +426,7 @@ def test_llm_theories_through_a_prompt(tmp_path):
                 "--prompt",
                 "resources/prompts/hypotheses_from_theory.txt",
                 *CONTEXT,
+                *settings(TheoriesSettings),
                 "--out",
                 str(tmp_path / "s.parquet"),
                 "--report",
@@ -424,3 +441,45 @@ def test_llm_theories_through_a_prompt(tmp_path):
         {"target": "jewish", "lexicon": ["nosh", "schlep"], "source": "theory"}
     ]
     assert frame["hypothesis_id"][0].startswith("theory/e/llm-tm/k-4:")
+
+
+def test_file_by_hand_with_a_config_file(tmp_path):
+    """`splits hypotheses file --config FILE` reads the settings the rule passes as --settings
+    (the file's keys, the schema's defaults for the rest): the same set, byte for byte."""
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "topic": "Soccer",
+                    "demographic_A": "black",
+                    "demographic_B": "jewish",
+                    "target": "A",
+                    "lexicon": ["finna", "lowkey", "on god"],
+                },
+                {
+                    "topic": "Soccer",
+                    "demographic_A": "black",
+                    "demographic_B": "jewish",
+                    "target": "B",
+                    "lexicon": ["nosh"],
+                },
+            ]
+        )
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"hypotheses": {"max_entries": 2}}))
+    common = ["hypotheses", "file", "--input", str(path), "--name", "mine", *CONTEXT]
+
+    def run(name, *source):
+        out = tmp_path / f"{name}.parquet"
+        args = [*common, *source, "--out", str(out), "--report", str(tmp_path / f"{name}.json")]
+        assert main(args) == 0
+        return out.read_bytes(), json.loads((tmp_path / f"{name}.json").read_text())
+
+    rule = settings_json(load_config(config), FileSettings)
+    assert json.loads(rule) == {"max_entries": 2, "max_phrase_tokens": 6}
+    by_hand = run("by_hand", "--config", str(config))
+    assert by_hand == run("rule", "--settings", rule)
+    assert by_hand[1]["skipped"] == {"too_many_entries": 1}  # the file's max_entries applied
+    assert by_hand != run("defaults", *settings(FileSettings))

@@ -11,7 +11,9 @@ import json
 
 import numpy as np
 import pytest
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
+from splits.hypotheses.settings import TrivialitySettings
 from splits.hypotheses.triviality import (
     HashedNgramEncoder,
     covered_identity_words,
@@ -170,8 +172,11 @@ def release_recall(identity_text: str, lexicon_text: str, path: str) -> float:
 
 def test_encoder_identity_vs_itself_and_stop_words(encoder, tiny_bert):
     ident = joined(IDENTITY)
+    batch = schema_defaults(TrivialitySettings).encoder_batch
     scores = triviality_scores(
-        encoder, [(ident, ident), (ident, joined(STOP)), (ident, joined(["finna", "lowkey"]))]
+        encoder,
+        [(ident, ident), (ident, joined(STOP)), (ident, joined(["finna", "lowkey"]))],
+        batch,
     )
     assert scores[0] == pytest.approx(1.0, abs=1e-6)
     assert scores[1] < scores[0] - 0.05
@@ -180,6 +185,21 @@ def test_encoder_identity_vs_itself_and_stop_words(encoder, tiny_bert):
         [(ident, joined(STOP)), (ident, joined(["finna", "lowkey"]))], scores[1:], strict=True
     ):
         assert score == pytest.approx(release_recall(i, lex, tiny_bert), abs=1e-5)
+
+
+def test_a_cuda_device_without_a_gpu_is_a_one_line_error(tiny_bert):
+    """The encoder's device comes from the one picker (splits.llm.devices), its error names
+    the registry key."""
+    from splits.llm.devices import pick_device
+
+    if torch.cuda.is_available():
+        assert pick_device(None) == "cuda" and pick_device("cuda:0") == "cuda:0"
+        return
+    assert pick_device(None) == pick_device("auto") == "cpu" and pick_device("cpu") == "cpu"
+    spec = {"backend": "transformers", "model": tiny_bert, "device": "cuda:1"}
+    with pytest.raises(ConfigError) as err:
+        load_encoder("enc", {"enc": spec})
+    assert str(err.value) == "models.enc.device: cuda:1 requested but no CUDA GPU is visible"
 
 
 def test_batched_encoding_equals_one_text_at_a_time(encoder, tiny_bert):
@@ -226,8 +246,8 @@ def test_triviality_job_with_a_registry_transformers_encoder(tiny_bert, tmp_path
         "config/demographics.sample.yaml",
         "--identity-words",
         str(words),
-        "--encoder",
-        "enc",
+        "--settings",
+        json.dumps({"encoder": "enc", "encoder_batch": 2}),
         "--models-json",
         registry,
         "--out",

@@ -132,19 +132,24 @@ def test_real_cornell_text_career_fair_and_need_based(reference_dir):
 
 
 def test_match_keywords_from_bm25_postings_equals_brute_force(reference_dir):
-    from splits.topics.retrieval import BM25Index, CorpusStats, ShardCounts, match_keywords
+    from splits.config.settings import schema_defaults
+    from splits.topics.corpus import CorpusStats, ShardCounts
+    from splits.topics.index import BM25Index, match_keywords
+    from splits.topics.settings import TopicBM25Settings
+
+    robertson = schema_defaults(TopicBM25Settings).params()  # topics.bm25's default
 
     texts = cornell_texts(reference_dir)
     phrases = ["career fairs", "need-based", "fair", "based", "to be", "of", "Cornell", "free"]
     phrases += ["financial aid", "be fair", "zzzz unknown", "cornell cornell"]
-    full = BM25Index.from_texts(texts)
+    full = BM25Index.from_texts(texts, params=robertson)
     # a shard's index with the corpus statistics holds only the phrases' content words
     half = len(texts) // 2
     terms = {t for p in phrases for t in words(p)}
     stats = CorpusStats.combine(
         [ShardCounts.from_texts(texts[:half]), ShardCounts.from_texts(texts[half:])], terms
     )
-    shard = BM25Index.from_texts(texts[half:], stats=stats)
+    shard = BM25Index.from_texts(texts[half:], stats=stats, params=robertson)
     for index, docs in ((full, texts), (shard, texts[half:])):
         found = match_keywords(index, docs, phrases)
         assert found.phrases == tuple(phrases) and found.n_docs == len(docs)

@@ -15,19 +15,30 @@ import pytest
 import yaml
 from scipy import stats
 from splits.cli import main
+from splits.config.schema import validate_config
+from splits.config.settings import schema_defaults, settings_values
 from splits.probes.common import Group, envent_items
-from splits.probes.empathy import (
+from splits.probes.empathy import empathy_gap, in_group_mask, min_permutation_p
+from splits.probes.empathy_prompts import (
     Persona,
-    empathy_gap,
-    in_group_mask,
-    min_permutation_p,
     parse_intensity,
     personas_from_groups,
     personas_from_set,
 )
-from splits.probes.perception import StressSettings, parse_yes_no, stress_metrics, stress_requests
+from splits.probes.perception import parse_yes_no, stress_metrics, stress_requests
 from splits.probes.personalization import Task, apply_judge, paired_tests, parse_judgement
 from splits.probes.scripted import ScriptedProbeModel
+from splits.probes.settings import (
+    EmpathyEnventSettings,
+    EmpathySettings,
+    GraspJudgesSettings,
+    GraspSettings,
+    PersonalizationJudgedSettings,
+    PersonalizationSettings,
+    StressDreadditSettings,
+    StressSettings,
+    personalization_settings,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEMOGRAPHICS = str(REPO / "config" / "demographics.sample.yaml")
@@ -93,13 +104,18 @@ YES_NO_TABLE = [
 def test_yes_no_table_is_large_enough_and_rules_read_it_as_expected():
     assert len(YES_NO_TABLE) >= 40
     for answer, genderbench, first_word, any_word in YES_NO_TABLE:
-        assert parse_yes_no(answer) == genderbench, answer
         assert parse_yes_no(answer, "genderbench") == genderbench, answer
         assert parse_yes_no(answer, "first_word") == first_word, answer
         assert parse_yes_no(answer, "any_word") == any_word, answer
     # the issue's edge answers: undetected by GenderBench's rule, read by the earlier one
-    assert parse_yes_no("Yes-ish ...") is None and parse_yes_no("Yes-ish ...", "any_word") == "yes"
-    assert parse_yes_no("No-one ...") is None and parse_yes_no("No-one ...", "any_word") == "no"
+    assert (
+        parse_yes_no("Yes-ish ...", "genderbench") is None
+        and parse_yes_no("Yes-ish ...", "any_word") == "yes"
+    )
+    assert (
+        parse_yes_no("No-one ...", "genderbench") is None
+        and parse_yes_no("No-one ...", "any_word") == "no"
+    )
 
 
 def test_genderbench_rule_equals_nltk_word_tokens():
@@ -116,7 +132,7 @@ def test_genderbench_rule_equals_nltk_word_tokens():
         tokens = [t for s in sentences.tokenize(answer.lower()) for t in words.tokenize(s)]
         has_yes, has_no = "yes" in tokens, "no" in tokens
         expected = None if has_yes == has_no else ("yes" if has_yes else "no")
-        assert parse_yes_no(answer) == expected, (answer, tokens)
+        assert parse_yes_no(answer, "genderbench") == expected, (answer, tokens)
 
 
 def test_unknown_answer_rule_is_a_config_error():
@@ -140,10 +156,10 @@ def test_stress_metrics_from_scripted_model_equal_hand_computed():
     model = ScriptedProbeModel(
         "m", {"yes_groups": ["a"], "unparsable_groups": ["c"], "unparsable_items": ["r2"]}
     )
-    settings = StressSettings("The writer is {group}. {text}", 2, 0.0, 8, 0)
-    keys, requests = stress_requests(items, GROUPS, settings)
+    settings = schema_defaults(StressSettings, attempts=2, temperature=0.0, max_tokens=8, seed=0)
+    keys, requests = stress_requests(items, GROUPS, "The writer is {group}. {text}", settings)
     assert len(requests) == 4 * 3 * 2
-    answers = [parse_yes_no(c.text) for c in model.generate(requests)]
+    answers = [parse_yes_no(c.text, "genderbench") for c in model.generate(requests)]
     responses = keys.with_columns(pl.Series("answer", answers, dtype=pl.String)).join(
         items.select("item_id", "label"), on="item_id"
     )
@@ -243,7 +259,8 @@ def test_stress_with_exactly_genderbench_groups_and_prompt(tmp_path):
     _, requests = stress_requests(
         items,
         [Group(k, v) for k, v in genders.items()],
-        StressSettings(template, 1, 0.0, 8, 0),
+        template,
+        schema_defaults(StressSettings, attempts=1, seed=0),
     )
     assert [r.messages[-1]["content"].count("The writer is non-binary.") for r in requests] == [
         0,
@@ -254,8 +271,9 @@ def test_stress_with_exactly_genderbench_groups_and_prompt(tmp_path):
     out = tmp_path / "out"
     code = main(
         ["probe", "stress", "--source", "dreaddit", "--input", str(_dreaddit(tmp_path / "d")),
-         "--dreaddit-split", "all", "--prompt", str(prompt), "--groups", json.dumps(genders),
-         "--outdir", str(out), *_model_args("s", spec, tmp_path / "c.sqlite")]
+         "--prompt", str(prompt), "--outdir", str(out), *_model_args(spec, tmp_path / "c.sqlite"),
+         *_settings(StressDreadditSettings, model="s", dreaddit_split="all",
+                    dreaddit_max_items=None, groups=genders, seed=0)]
     )  # fmt: skip
     assert code == 0
     table = pl.read_parquet(out / "groups.parquet")
@@ -269,11 +287,11 @@ def test_stress_with_exactly_genderbench_groups_and_prompt(tmp_path):
 
 
 def test_parse_intensity():
-    assert parse_intensity("Intensity: 57") == (57.0, "ok")
-    assert parse_intensity("70/100") == (70.0, "ok")
-    assert parse_intensity("I'm sorry, I cannot rate that.") == (None, "refusal")
-    assert parse_intensity("about 250") == (None, "unparsable")
-    assert parse_intensity("quite a lot") == (None, "unparsable")
+    assert parse_intensity("Intensity: 57", (0.0, 100.0)) == (57.0, "ok")
+    assert parse_intensity("70/100", (0.0, 100.0)) == (70.0, "ok")
+    assert parse_intensity("I'm sorry, I cannot rate that.", (0.0, 100.0)) == (None, "refusal")
+    assert parse_intensity("about 250", (0.0, 100.0)) == (None, "unparsable")
+    assert parse_intensity("quite a lot", (0.0, 100.0)) == (None, "unparsable")
 
 
 def _personas(groups: list[str], neutral: str | None = None) -> list[Persona]:
@@ -335,7 +353,7 @@ def test_empathy_gap_detects_planted_in_group_effect():
     responses = _empathy_responses(
         np.random.default_rng(0), 30, personas, 10.0, refuse={"i3"}, garble={"i5", "i3"}
     )
-    result = empathy_gap(responses, personas, 10000, 2000, 0)
+    result = empathy_gap(responses, personas, 10000, 2000, 0, 0.05)
     assert result.n_items == 30 and result.n_items_kept == 28
     assert result.excluded == {"refusal": 1, "unparsable": 1, "missing_cells": 0}
     # delta of the raw matrix is about the planted bonus; the z-matrix has mean 0, sd 1
@@ -360,7 +378,7 @@ def test_empathy_gap_without_effect_is_not_significant():
     p_values = []
     for seed in range(5):
         responses = _empathy_responses(np.random.default_rng(100 + seed), 30, personas, 0.0)
-        result = empathy_gap(responses, personas, 10000, 2000, seed)
+        result = empathy_gap(responses, personas, 10000, 2000, seed, 0.05)
         p_values.append(result.p_sign_flip)
         assert abs(result.delta_raw) < 3.0
         # with no effect most cells do not differ from both own cells: masked
@@ -396,7 +414,7 @@ def test_permutation_bound_picks_the_test():
     assert min_permutation_p(list("abcd")) == pytest.approx(1 / 24)
     four = _personas(list("abcd"))
     result = empathy_gap(
-        _empathy_responses(np.random.default_rng(1), 25, four, 30.0), four, 20000, 2000, 0
+        _empathy_responses(np.random.default_rng(1), 25, four, 30.0), four, 20000, 2000, 0, 0.05
     )
     assert result.primary_test == "permutation" and result.min_p_permutation == pytest.approx(
         1 / 24
@@ -405,7 +423,7 @@ def test_permutation_bound_picks_the_test():
     # 3 groups: 1/6 at best, so the item-level sign-flip test is primary
     three = _personas(list("abc"))
     result = empathy_gap(
-        _empathy_responses(np.random.default_rng(1), 25, three, 8.0), three, 10000, 2000, 0
+        _empathy_responses(np.random.default_rng(1), 25, three, 8.0), three, 10000, 2000, 0, 0.05
     )
     assert result.primary_test == "sign_flip" and result.min_p_permutation == pytest.approx(1 / 6)
     assert result.p_permutation > 0.1 and result.p_sign_flip < 0.01
@@ -418,7 +436,7 @@ def test_permutation_bound_picks_the_test():
             200,
             200,
             0,
-            alpha=0.04,
+            0.04,
         ).primary_test
         == "sign_flip"
     )
@@ -436,7 +454,7 @@ def test_name_blocks_are_the_in_group_cells():
     )
     group_of = {p.key: p.group for p in personas}
     responses = _empathy_responses(np.random.default_rng(3), 30, personas, 6.0)
-    result = empathy_gap(responses, personas, 5000, 2000, 0)
+    result = empathy_gap(responses, personas, 5000, 2000, 0, 0.05)
     names = [p.key for p in personas]
     assert result.delta == pytest.approx(_paper_delta(responses, names, group_of))
     assert int(result.in_group.sum()) == 9 + 4
@@ -454,7 +472,7 @@ def test_neutral_persona_shown_but_not_in_delta():
     responses = _empathy_responses(
         np.random.default_rng(4), 30, personas, 5.0, neutral_shift=15.0, neutral_refuse={"i7"}
     )
-    result = empathy_gap(responses, personas, 5000, 2000, 0)
+    result = empathy_gap(responses, personas, 5000, 2000, 0, 0.05)
     names = list("abcde")
     assert result.delta == pytest.approx(_paper_delta(responses, names, {g: g for g in names}))
     assert result.n_items_kept == 30 and result.n_items_shown == 29
@@ -466,7 +484,7 @@ def test_neutral_persona_shown_but_not_in_delta():
     assert not neutral_cells["masked"].any() and neutral_cells["p_vs_perceiver"].null_count() == 11
     # the earlier reading: "a person" as one more group, its own cell counted as in-group
     as_group = [Persona("a person", "a person", "a person"), *personas[1:]]
-    old = empathy_gap(responses, as_group, 2000, 200, 0)
+    old = empathy_gap(responses, as_group, 2000, 200, 0, 0.05)
     assert old.delta != pytest.approx(result.delta, abs=0.05)
     # an extra group whose phrase is the neutral persona's is that persona, not a group
     groups = [Group("a", "an A"), Group("b", "a B"), Group("none", "a person")]
@@ -491,7 +509,7 @@ def test_mask_follows_the_papers_rule():
         .otherwise(pl.col("intensity"))
         .alias("intensity")
     )
-    result = empathy_gap(responses, personas, 1000, 500, 0)
+    result = empathy_gap(responses, personas, 1000, 500, 0, 0.05)
     keys = [p.key for p in personas]
     threshold = 0.05 / len(keys) ** 2
 
@@ -551,17 +569,19 @@ def test_empathy_cli_group_set_variants_side_by_side(tmp_path):
     prompts = REPO / "resources" / "prompts" / "empathy"
     summaries = []
     for variant, system, user, text, scale in (
-        ("first", "system_origin.txt", "user_first_person.txt", "first_person", ["0", "100"]),
-        ("third", "system_origin.txt", "user_third_person.txt", "third_person", ["0", "100"]),
-        ("ten", "system_10scale.txt", "user_origin.txt", "generated", ["0", "10"]),
+        ("first", "system_origin.txt", "user_first_person.txt", "first_person", [0, 100]),
+        ("third", "system_origin.txt", "user_third_person.txt", "third_person", [0, 100]),
+        ("ten", "system_10scale.txt", "user_origin.txt", "generated", [0, 10]),
     ):
         out = tmp_path / "out" / variant
         code = main(
             ["probe", "empathy", "--source", "envent", "--input", str(folder), "--group-set",
-             "faith", "--group-sets-file", str(sets), "--variant", variant, "--system-prompt",
-             str(prompts / system), "--prompt", str(prompts / user), "--text", text, "--scale",
-             *scale, "--permutations", "500", "--flips", "500", "--outdir", str(out),
-             *_model_args("s", spec, tmp_path / "c.sqlite")]
+             "faith", "--group-sets-file", str(sets), "--variant", variant, "--variant-spec",
+             json.dumps({"system_prompt": str(prompts / system), "prompt": str(prompts / user),
+                         "text": text, "scale": scale}),
+             "--outdir", str(out), *_model_args(spec, tmp_path / "c.sqlite"),
+             *_settings(EmpathyEnventSettings, model="s", permutations=500, flips=500,
+                        envent_max_items=None, seed=0)]
         )  # fmt: skip
         assert code == 0
         summary = json.loads((out / "summary.json").read_text())
@@ -592,9 +612,11 @@ def test_empathy_cli_group_set_variants_side_by_side(tmp_path):
     # an unknown set is a one-line error naming the key
     code = main(
         ["probe", "empathy", "--source", "envent", "--input", str(folder), "--group-set", "caste",
-         "--group-sets-file", str(sets), "--system-prompt", str(prompts / "system_origin.txt"),
-         "--prompt", str(prompts / "user_origin.txt"), "--outdir", str(tmp_path / "x"),
-         *_model_args("s", spec, tmp_path / "c.sqlite")]
+         "--group-sets-file", str(sets), "--variant", "origin", "--variant-spec",
+         json.dumps({"system_prompt": str(prompts / "system_origin.txt"),
+                     "prompt": str(prompts / "user_origin.txt")}),
+         "--outdir", str(tmp_path / "x"), *_model_args(spec, tmp_path / "c.sqlite"),
+         *_settings(EmpathyEnventSettings, model="s", seed=0)]
     )  # fmt: skip
     assert code == 2
 
@@ -626,8 +648,17 @@ def _topic_posts(path: Path, n: int = 30) -> Path:
     return path
 
 
-def _model_args(name: str, spec: dict, cache: Path) -> list[str]:
-    return ["--model", name, "--model-spec", json.dumps(spec), "--cache", str(cache)]
+def _model_args(spec: dict, cache: Path) -> list[str]:
+    return ["--model-spec", json.dumps(spec), "--cache", str(cache)]
+
+
+def _settings(cls, probes: dict | None = None, **values) -> list[str]:
+    """--settings JSON: the schema's defaults of ``cls`` (what the rule passes for an empty
+    config), some values replaced."""
+    settings = settings_values(validate_config({}), cls)
+    settings.update(values)
+    settings.get("probes", {}).update(probes or {})
+    return ["--settings", json.dumps(settings)]
 
 
 def _run_all_probes(
@@ -635,15 +666,17 @@ def _run_all_probes(
     name: str,
     spec: dict,
     n_items: int,
-    extra: list[str] = (),
+    overrides: dict | None = None,
     demographics: str = DEMOGRAPHICS,
-    personalization_extra: list[str] = (),
+    judge_args: list[str] = (),
+    personalization: dict | None = None,
 ) -> Path:
     posts = _topic_posts(tmp_path / "topic_posts.parquet")
     cache = tmp_path / "cache.sqlite"
     out = tmp_path / "out"
     prompts = REPO / "resources" / "prompts"
-    common = [*_model_args(name, spec, cache), "--demographics", demographics, *extra]
+    common = [*_model_args(spec, cache), "--demographics", demographics]
+    overrides = {"model": name, "seed": 0, **(overrides or {})}
     assert (
         main(
             [
@@ -655,13 +688,10 @@ def _run_all_probes(
                 str(posts),
                 "--prompt",
                 str(prompts / "probe_stress.txt"),
-                "--max-items",
-                str(n_items),
-                "--attempts",
-                "2",
                 "--outdir",
                 str(out / "stress"),
                 *common,
+                *_settings(StressSettings, max_items=n_items, attempts=2, **overrides),
             ]
         )  # fmt: skip
         == 0
@@ -675,19 +705,27 @@ def _run_all_probes(
                 "topics",
                 "--input",
                 str(posts),
-                "--system-prompt",
-                str(prompts / "probe_empathy_system.txt"),
-                "--prompt",
-                str(prompts / "probe_empathy.txt"),
-                "--max-items",
-                str(n_items),
-                "--permutations",
-                "1000",
-                "--flips",
-                "1000",
+                "--group-set",
+                "demographics",
+                "--variant",
+                "default",
+                "--variant-spec",
+                json.dumps(
+                    {
+                        "system_prompt": str(prompts / "probe_empathy_system.txt"),
+                        "prompt": str(prompts / "probe_empathy.txt"),
+                    }
+                ),
                 "--outdir",
                 str(out / "empathy"),
                 *common,
+                *_settings(
+                    EmpathySettings,
+                    max_items=n_items,
+                    permutations=1000,
+                    flips=1000,
+                    **overrides,
+                ),
             ]
         )  # fmt: skip
         == 0
@@ -709,14 +747,17 @@ def _run_all_probes(
                 str(posts),
                 "--rewrite-prompt",
                 str(prompts / "probe_rewrite.txt"),
-                "--tasks",
-                json.dumps(tasks),
-                "--max-items",
-                str(n_items),
                 "--outdir",
                 str(out / "personalization"),
                 *common,
-                *personalization_extra,
+                *judge_args,
+                *_settings(
+                    personalization_settings((personalization or {}).get("judge_model")),
+                    tasks=tasks,
+                    max_items=n_items,
+                    **overrides,
+                    **(personalization or {}),
+                ),
             ]
         )  # fmt: skip
         == 0
@@ -730,12 +771,9 @@ def _run_all_probes(
                 str(out / "stress" / "ratings.parquet"),
                 "--raters",
                 str(out / "stress" / "raters.parquet"),
-                "--min-raters",
-                "2",
-                "--permutations",
-                "50",
                 "--outdir",
                 str(out / "grasp"),
+                *_settings(GraspSettings, min_raters=2, permutations=50, seed=0),
             ]
         )  # fmt: skip
         == 0
@@ -753,10 +791,13 @@ def test_probes_cli_end_to_end_with_scripted_model(tmp_path):
     }
     judge = {**spec, "judge_reject_targets": ["teacher"]}
     judge_args = [
-        "--judge-model", "judge", "--judge-model-spec", json.dumps(judge), "--judge-prompt",
+        "--judge-model-spec", json.dumps(judge), "--judge-prompt",
         str(REPO / "resources" / "prompts" / "probe_rewrite_judge.txt"),
     ]  # fmt: skip
-    out = _run_all_probes(tmp_path, "scripted", spec, 12, personalization_extra=judge_args)
+    out = _run_all_probes(
+        tmp_path, "scripted", spec, 12, judge_args=judge_args,
+        personalization={"judge_model": "judge"},
+    )  # fmt: skip
     stress = json.loads((out / "stress" / "summary.json").read_text())
     assert stress["jewish_stress_rate"] == 1.0
     assert stress["max_diff_stress_rate"] == pytest.approx(1.0 - min(
@@ -824,11 +865,13 @@ def test_probes_cli_end_to_end_with_tiny_transformers_model(tmp_path):
     two.write_text(yaml.safe_dump({"demographics": keep}))
     # the same tiny model judges the rewrites (the real judge path: its answers are noise)
     judge_args = [
-        "--task-max-tokens", "4", "--judge-model", "tiny", "--judge-model-spec",
-        json.dumps(spec), "--judge-prompt",
-        str(REPO / "resources" / "prompts" / "probe_rewrite_judge.txt"), "--judge-max-tokens", "4",
+        "--judge-model-spec", json.dumps(spec), "--judge-prompt",
+        str(REPO / "resources" / "prompts" / "probe_rewrite_judge.txt"),
     ]  # fmt: skip
-    out = _run_all_probes(tmp_path, "tiny", spec, 10, ["--max-tokens", "4"], str(two), judge_args)
+    personalization = {"task_max_tokens": 4, "judge_model": "tiny", "judge_max_tokens": 4}
+    out = _run_all_probes(
+        tmp_path, "tiny", spec, 10, {"max_tokens": 4}, str(two), judge_args, personalization
+    )
     stress = json.loads((out / "stress" / "summary.json").read_text())
     assert stress["n_items"] == 10 and stress["n_attempts"] == 10 * 2 * 2
     assert 0.0 <= stress["undetected_rate_attempts"] <= 1.0
@@ -908,7 +951,7 @@ def test_paired_tests_pool_both_directions_and_bonferroni_over_unordered_pairs()
                         "value": float(value),
                     }
                 )
-    task = Task("k", "interval", "{text}")
+    task = Task("k", "interval", "{text}", (1.0, 10.0))
     tests = paired_tests(pl.DataFrame(rows), [task], 2000, 0.8, 0, n_groups=4)
     assert tests.height == 1
     row = tests.row(0, named=True)
@@ -920,12 +963,125 @@ def test_paired_tests_pool_both_directions_and_bonferroni_over_unordered_pairs()
     assert row["p"] == pytest.approx(2 / 32, abs=0.02)
 
 
+def test_probe_by_hand_with_config_equals_the_rules_settings_run(tmp_path):
+    """`splits probe empathy --config FILE` (by hand: settings, model entry and prompt variant
+    read from the config file, schema defaults filled) writes the same tables as the command the
+    rule runs (--settings, --model-spec and --variant-spec as JSON of the validated config)."""
+    from splits.config.schema import load_config
+    from splits.config.settings import settings_json
+
+    posts = _topic_posts(tmp_path / "posts.parquet")
+    prompts = REPO / "resources" / "prompts"
+    spec = {"backend": "builtin", "kind": "probe-scripted", "ingroup_bonus": 9}
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        yaml.safe_dump(
+            {
+                "seed": 7,
+                "models": {"hand": spec},
+                "probes": {
+                    "max_chars": 300,
+                    "empathy": {
+                        "model": "hand",
+                        "max_items": 8,
+                        "permutations": 300,
+                        "flips": 300,
+                        "variants": {
+                            "short": {
+                                "system_prompt": str(prompts / "probe_empathy_system.txt"),
+                                "prompt": str(prompts / "probe_empathy.txt"),
+                                "scale": [0, 50],
+                            }
+                        },
+                    },
+                },
+            }
+        )
+    )
+    config = load_config(config_file)
+    common = ["probe", "empathy", "--source", "topics", "--input", str(posts), "--group-set",
+              "demographics", "--variant", "short", "--demographics", DEMOGRAPHICS, "--cache", ""]  # fmt: skip
+    by_hand = tmp_path / "by_hand"
+    assert main([*common, "--outdir", str(by_hand), "--config", str(config_file)]) == 0
+    rule = tmp_path / "rule"
+    variant = json.dumps(config["probes"]["empathy"]["variants"]["short"], sort_keys=True)
+    assert (
+        main(
+            [
+                *common,
+                "--outdir",
+                str(rule),
+                "--model-spec",
+                json.dumps(spec),
+                "--variant-spec",
+                variant,
+                "--settings",
+                settings_json(config, EmpathySettings),
+            ]
+        )  # fmt: skip
+        == 0
+    )
+    summary = json.loads((by_hand / "summary.json").read_text())
+    # the config's values were used, not the schema's defaults
+    assert summary["n_items"] == 8 and summary["scale"] == [0.0, 50.0]
+    assert summary["permutations"] == 300 and summary["model"] == "hand"
+    assert (by_hand / "summary.json").read_bytes() == (rule / "summary.json").read_bytes()
+    for table in ("responses.parquet", "cells.parquet"):
+        assert pl.read_parquet(by_hand / table).equals(pl.read_parquet(rule / table)), table
+    # 8 posts x (6 demographics of the sample file + the neutral persona)^2 cells
+    assert pl.read_parquet(by_hand / "responses.parquet").height == 8 * 7**2
+    # without --config, the rule's JSON values are required
+    assert main([*common, "--outdir", str(tmp_path / "x"), "--settings",
+                 settings_json(config, EmpathySettings)]) == 2  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "changed"),
+    [
+        # each rule's settings JSON changes exactly when a key its job reads changes, so that
+        # Snakemake re-runs only those jobs (the stress topics job does not read Dreaddit's keys)
+        ("probes.stress.dreaddit_split", "all", {StressDreadditSettings}),
+        ("probes.stress.max_items", 5, {StressSettings}),
+        ("probes.empathy.envent_max_items", 5, {EmpathyEnventSettings}),
+        ("probes.grasp.min_raters", 2, {GraspSettings}),
+        ("probes.grasp.fdr", 0.1, {GraspSettings, GraspJudgesSettings}),
+        ("probes.personalization.tau", 0.5, {PersonalizationSettings,
+                                              PersonalizationJudgedSettings}),
+        # the judge's keys are read only where a judge is set (the rule's class without one
+        # is PersonalizationSettings)
+        ("probes.personalization.judge_max_tokens", 4, {PersonalizationJudgedSettings}),
+        ("probes.max_chars", 100, {StressSettings, StressDreadditSettings, EmpathySettings,
+                                   EmpathyEnventSettings, PersonalizationSettings,
+                                   PersonalizationJudgedSettings}),
+        ("probes.grasp.stress_ratings", False, set()),
+    ],
+)  # fmt: skip
+def test_rule_settings_change_exactly_with_the_keys_their_jobs_read(key, value, changed):
+    from splits.config.settings import settings_json
+
+    classes = {StressSettings, StressDreadditSettings, EmpathySettings, EmpathyEnventSettings,
+               GraspSettings, GraspJudgesSettings, PersonalizationSettings,
+               PersonalizationJudgedSettings}  # fmt: skip
+    assert personalization_settings(None) is PersonalizationSettings
+    assert personalization_settings("judge") is PersonalizationJudgedSettings
+    before = {cls: settings_json(validate_config({}), cls) for cls in classes}
+    config: dict = {}
+    inner = config
+    *parents, last = key.split(".")
+    for part in parents:
+        inner = inner.setdefault(part, {})
+    inner[last] = value
+    after = {cls: settings_json(validate_config(config), cls) for cls in classes}
+    assert {cls for cls in classes if before[cls] != after[cls]} == changed
+
+
 def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
     spec = {"backend": "builtin", "kind": "probe-scripted"}
     code = main(
         ["probe", "stress", "--source", "topics", "--input", str(tmp_path / "missing.parquet"),
          "--prompt", str(REPO / "resources" / "prompts" / "probe_stress.txt"), "--outdir",
-         str(tmp_path / "o"), *_model_args("s", spec, tmp_path / "c.sqlite"), "--demographics", DEMOGRAPHICS]
+         str(tmp_path / "o"), *_model_args(spec, tmp_path / "c.sqlite"), "--demographics",
+         DEMOGRAPHICS, *_settings(StressSettings, model="s")]
     )  # fmt: skip
     assert code == 2
     assert "missing.parquet" in capsys.readouterr().err
@@ -934,8 +1090,8 @@ def test_bad_inputs_give_one_line_errors(tmp_path, capsys):
     posts = _topic_posts(tmp_path / "posts.parquet")
     code = main(
         ["probe", "stress", "--source", "topics", "--input", str(posts), "--prompt", str(bad_prompt),
-         "--outdir", str(tmp_path / "o"), *_model_args("s", spec, tmp_path / "c.sqlite"),
-         "--demographics", DEMOGRAPHICS]
+         "--outdir", str(tmp_path / "o"), *_model_args(spec, tmp_path / "c.sqlite"),
+         "--demographics", DEMOGRAPHICS, *_settings(StressSettings, model="s")]
     )  # fmt: skip
     assert code == 2
     assert "lacks the slot(s) group" in capsys.readouterr().err

@@ -14,11 +14,16 @@ import polars as pl
 import pytest
 from splits.cli import main
 from splits.config.definitions import load_topics
+from splits.config.schema import validate_config
+from splits.config.settings import settings_json
 from splits.errors import InputError
 from splits.privacy import hash_author
 from splits.release_data import load as rd
+from splits.release_data.settings import ReleaseDataSettings
 
 SALT = "test-salt"
+#: the release_data settings of the default config (what the rule passes as --settings)
+RELEASE_SETTINGS = settings_json(validate_config({}), ReleaseDataSettings)
 GROUPS = ["black", "jewish", "teacher"]
 
 
@@ -112,7 +117,7 @@ def test_v3_topic_posts_from_saved_and_file_copies(release_copy, tmp_path):
 def test_v2_group_posts_with_percentile_cut(release_copy, tmp_path):
     root, copies, _ = release_copy
     counts = rd.demographic_posts(
-        root / "files", rd.V2, tmp_path, SALT, min_percentile=75.0, batch_rows=50
+        root / "files", rd.V2, tmp_path, SALT, None, min_percentile=75.0, batch_rows=50
     )
     v2 = pd.DataFrame(copies[rd.V2])
     for group in GROUPS:
@@ -132,7 +137,7 @@ def test_v2_group_posts_with_percentile_cut(release_copy, tmp_path):
 def test_v1_has_no_percentile_cut(release_copy, tmp_path):
     root, _, _ = release_copy
     with pytest.raises(Exception, match="only high_groupness_user_posts"):
-        rd.demographic_posts(root / "disk", rd.V1, tmp_path, SALT, min_percentile=50.0)
+        rd.demographic_posts(root / "disk", rd.V1, tmp_path, SALT, None, min_percentile=50.0)
     counts = rd.demographic_posts(root / "disk", rd.V1, tmp_path, SALT, ["teacher"])
     assert list(p.name for p in tmp_path.iterdir()) == ["teacher"]
     assert counts["kept:teacher"] == pl.read_parquet(tmp_path / "teacher" / "posts.parquet").height
@@ -142,7 +147,7 @@ def test_missing_field_is_one_line_error(tmp_path):
     data = datasets.Dataset.from_dict({"id": ["a"], "description": ["t"], "content": ["x"]})
     data.save_to_disk(str(tmp_path / "copy"))
     with pytest.raises(InputError, match="missing field"):
-        rd.topic_posts(tmp_path / "copy", tmp_path / "out.parquet", SALT)
+        rd.topic_posts(tmp_path / "copy", tmp_path / "out.parquet", SALT, None, None)
 
 
 def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_path, monkeypatch):
@@ -158,6 +163,8 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
             [
                 "release-data",
                 "topic-posts",
+                "--settings",
+                RELEASE_SETTINGS,
                 "--dataset",
                 str(root / "disk"),
                 "--topics-file",
@@ -173,7 +180,11 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
     table = pl.read_parquet(out)
     assert table["category"].unique().to_list() == ["Cat"]
 
+    from dataclasses import asdict
+
+    from splits.config.settings import schema_defaults
     from splits.hypotheses.lexicon import Hypothesis, hypotheses_frame
+    from splits.hypotheses.settings import LiftSettings
 
     hypotheses_frame(
         [
@@ -191,9 +202,8 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
                 str(tmp_path / "set.parquet"),
                 "--topic-posts",
                 str(out),
-                "--k-fractions",
-                "0.1",
-                "0.25",
+                "--settings",
+                json.dumps(asdict(schema_defaults(LiftSettings, k_fractions=(0.1, 0.25)))),
                 "--out",
                 str(tmp_path / "lift.parquet"),
                 "--report",
@@ -214,10 +224,8 @@ def test_lift_and_evaluation_sampling_run_on_release_posts(release_copy, tmp_pat
                 "sample",
                 "--topic-posts",
                 str(out),
-                "--k",
-                "4",
-                "--seed",
-                "1",
+                "--settings",
+                json.dumps({"k": 4, "seed": 1}),
                 "--members-from-topic-posts",
                 "--out",
                 str(tmp_path / "quadruplets.parquet"),
@@ -270,6 +278,8 @@ def test_import_health_names_development_salt_and_unknown_topics(
             [
                 "release-data",
                 "topic-posts",
+                "--settings",
+                RELEASE_SETTINGS,
                 "--dataset",
                 str(root / "disk"),
                 "--topics-file",
@@ -290,6 +300,8 @@ def test_import_health_names_development_salt_and_unknown_topics(
             [
                 "release-data",
                 "topic-posts",
+                "--settings",
+                RELEASE_SETTINGS,
                 "--dataset",
                 str(root / "disk"),
                 "--out",
@@ -301,3 +313,33 @@ def test_import_health_names_development_salt_and_unknown_topics(
         == 0
     )
     assert read_findings([health]) == []
+
+
+def test_topic_posts_by_hand_with_config_equals_settings_run(release_copy, tmp_path, monkeypatch):
+    """`splits release-data topic-posts --config FILE` reads release_data and export.salt_env
+    from a config file (schema defaults filled) exactly as the rule's --settings value does."""
+    import yaml
+
+    root, _, topics = release_copy
+    monkeypatch.setenv("OTHER_SALT", SALT)
+    config = {
+        "release_data": {"demographics": ["black", "teacher"], "topics": [topics[1].topic]},
+        "export": {"salt_env": "OTHER_SALT"},
+    }
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    settings = settings_json(validate_config(config), ReleaseDataSettings)
+    outs = {}
+    for name, source in (
+        ("config", ["--config", str(config_file)]),
+        ("json", ["--settings", settings]),
+    ):
+        outs[name] = tmp_path / f"{name}.parquet"
+        argv = ["release-data", "topic-posts", "--dataset", str(root / "disk")]
+        assert main([*argv, *source, "--out", str(outs[name])]) == 0
+    by_hand, by_rule = pl.read_parquet(outs["config"]), pl.read_parquet(outs["json"])
+    assert by_hand.height > 0 and by_hand.equals(by_rule)
+    assert set(by_hand["demographic"]) == {"black", "teacher"}
+    assert set(by_hand["topic"]) == {topics[1].topic}
+    # the salt came from OTHER_SALT (export.salt_env), not the default SPLITS_SALT
+    assert by_hand["author"].is_in([hash_author(f"reddit_user_{i}", SALT) for i in range(45)]).all()

@@ -264,3 +264,62 @@ def test_topic_bm25_method_reruns_topic_scoring_and_downstream(finished):
         )
         for p in expected
     )
+
+
+def test_config_salt_reruns_the_export_and_reaches_its_job(finished, tmp_path, monkeypatch):
+    """export.salt with $SPLITS_SALT unset: the export (and what reads it) re-runs, nothing else;
+    the salt reaches the export job through the environment the Snakefile sets (no library code
+    writes the environment), so the exported author hashes are HMACs with that salt."""
+    import hashlib
+    import hmac
+
+    import polars as pl
+
+    monkeypatch.delenv("SPLITS_SALT", raising=False)
+    work = tmp_path / "repo"
+    shutil.copytree(finished, work, symlinks=True)  # the run is changed: keep `finished` as is
+
+    def change(data):
+        data["export"]["salt"] = "a-config-salt"
+
+    (work / "config" / "config.yaml").write_text(
+        _yaml_edit(change)((work / "config" / "config.yaml").read_text())
+    )
+    assert_exactly_downstream(work, lambda o: o.rule == "export_dataset")
+    _snakemake(work, "results/dataset/export/README.md")
+    exported = pl.read_parquet(work / "results" / "dataset" / "export" / "topic_posts.parquet")
+    posts = pl.read_parquet(work / "results" / "topics" / "topic_posts.parquet")
+    assert exported["author_hash"].to_list() == [
+        hmac.new(b"a-config-salt", a.encode(), hashlib.sha256).hexdigest()[:16]
+        for a in posts["author"]
+    ]
+    card = (work / "results" / "dataset" / "export" / "README.md").read_text()
+    assert "public development salt" not in card and "a-config-salt" not in card
+
+
+def test_hypotheses_retrieval_k1_reruns_the_lift_jobs_and_downstream(finished):
+    """hypotheses.retrieval is read by the lift jobs only (their settings): changing k1 re-runs
+    every set's lift and what reads it (the table, its plots, the report), not the sets or their
+    triviality."""
+
+    def change(data):
+        data.setdefault("hypotheses", {}).setdefault("retrieval", {})["k1"] = 1.2
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(finished, lambda o: o.rule == "hypotheses_lift")
+    assert any(p.endswith("hypotheses/lift.parquet") for p in expected)
+    assert not any(
+        p.startswith(("results/hypotheses/sets/", "results/hypotheses/triviality/"))
+        for p in expected
+    )
+
+
+def test_hypotheses_report_k_reruns_the_plots_only(finished):
+    """hypotheses.report_k is read by the plots job only."""
+
+    def change(data):
+        data.setdefault("hypotheses", {})["report_k"] = 0.1
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(finished, lambda o: o.rule == "hypotheses_report")
+    assert not any(p.endswith(("lift.parquet", "stages.csv", "filtered.csv")) for p in expected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections import Counter
 
 import numpy as np
@@ -10,13 +11,26 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
-from splits.sampling import draw as sampling
-from splits.sampling.draw import (
-    RELEASE_COLUMNS,
-    sample_quadruplets,
-    validate_quadruplets,
-)
+from splits.sampling import draw
+from splits.sampling.cli import configure_sample, run_sample
+from splits.sampling.diagnostics import dual_membership, overlap_findings
+from splits.sampling.draw import RELEASE_COLUMNS
+from splits.sampling.pools import group_members, split_pools
+from splits.sampling.settings import SampleSettings
+from splits.sampling.validate import validate_quadruplets
+
+
+def sample_quadruplets(topic_posts, k, seed, **kwargs):
+    """The draw with sampling.k = k and seed = seed (the schema's other settings)."""
+    settings = schema_defaults(SampleSettings, k=k, seed=seed)
+    return draw.sample_quadruplets(topic_posts, settings, **kwargs)
+
+
+def settings_args(k: int, seed: int) -> list[str]:
+    """``--settings`` of ``splits sample`` (what the rule passes)."""
+    return ["--settings", json.dumps({"k": k, "seed": seed})]
 
 
 def topic_posts_frame(
@@ -178,21 +192,12 @@ def test_bad_k_and_bad_input_are_clear_errors(tmp_path):
     path = tmp_path / "tp.parquet"
     topic_posts.drop("category").write_parquet(path)
     parser = argparse.ArgumentParser()
-    sampling.configure_parser(parser)
+    configure_sample(parser)
     args = parser.parse_args(
-        [
-            "--topic-posts",
-            str(path),
-            "--k",
-            "4",
-            "--seed",
-            "1",
-            "--out",
-            str(tmp_path / "q.parquet"),
-        ]
+        ["--topic-posts", str(path), "--out", str(tmp_path / "q.parquet"), *settings_args(4, 1)]
     )
     with pytest.raises(ConfigError, match="category"):
-        sampling.run(args)
+        run_sample(args)
 
 
 def test_cli_writes_quadruplets_and_summary(tmp_path):
@@ -209,10 +214,7 @@ def test_cli_writes_quadruplets_and_summary(tmp_path):
                 "sample",
                 "--topic-posts",
                 str(path),
-                "--k",
-                "4",
-                "--seed",
-                "9",
+                *settings_args(4, 9),
                 "--out",
                 str(out),
                 "--summary",
@@ -233,7 +235,7 @@ def _run_sample(tmp_path, topic_posts, k, capsys=None):
 
     path = tmp_path / "tp.parquet"
     topic_posts.write_parquet(path)
-    argv = ["sample", "--topic-posts", str(path), "--k", str(k), "--seed", "3"]
+    argv = ["sample", "--topic-posts", str(path), *settings_args(k, 3)]
     argv += ["--out", str(tmp_path / "q.parquet"), "--summary", str(tmp_path / "s.json")]
     return main(argv)
 
@@ -265,7 +267,7 @@ def test_empty_pairs_are_warned_with_their_counts(tmp_path, caplog):
     topic_posts = topic_posts_frame(
         {("t", "a"): 50, ("t", "b"): 50, ("t", "c"): 4, ("u", "a"): 9, ("u", "b"): 9}
     )
-    with caplog.at_level("WARNING", logger="splits.sampling.draw"):
+    with caplog.at_level("WARNING", logger="splits.sampling.diagnostics"):
         assert _run_sample(tmp_path, topic_posts, 4) == 0
     warnings = [
         r.getMessage()
@@ -318,7 +320,7 @@ def test_posts_of_authors_above_both_thresholds_are_left_out():
     """docs/method.md §2.7: a post whose author is at or above both groups' thresholds is left
     out of the pair, even when only one group's (truncated) pool found it."""
     topic_posts, users, thresholds = _dual_corpus()
-    members = sampling.group_members(users, thresholds)
+    members = group_members(users, thresholds)
     assert members["a"] == {f"a-only-{i}" for i in range(30)} | {f"dual-{j}" for j in range(40)}
     quads = sample_quadruplets(topic_posts, 4, 7, members=members)
     assert validate_quadruplets(quads, topic_posts, 4, members) == []
@@ -334,7 +336,7 @@ def test_posts_of_authors_above_both_thresholds_are_left_out():
         "both groups' thresholds" in p
         for p in validate_quadruplets(unfiltered, topic_posts, 4, members)
     )
-    pools = sampling.split_pools(topic_posts, members=members)
+    pools = split_pools(topic_posts, members=members)
     row = pools.row(0, named=True)
     assert (row["pool_A"], row["pool_B"], row["left_out"]) == (60, 60, 80)
 
@@ -354,7 +356,7 @@ def test_cli_counts_dual_members_and_warns_when_groups_overlap(tmp_path):
         users.filter(pl.col("demographic") == key).write_parquet(path)
         files.append(str(path))
     (tmp_path / "thresholds.json").write_text('{"a": 50.0, "b": 50.0, "breakpoint_support": {}}')
-    argv = ["sample", "--topic-posts", str(tmp_path / "tp.parquet"), "--k", "4", "--seed", "3"]
+    argv = ["sample", "--topic-posts", str(tmp_path / "tp.parquet"), *settings_args(4, 3)]
     argv += ["--out", str(tmp_path / "q.parquet"), "--summary", str(tmp_path / "s.json")]
     argv += ["--users", *files, "--thresholds", str(tmp_path / "thresholds.json")]
     argv += ["--health", str(tmp_path / "health" / "sampling.json")]
@@ -374,6 +376,6 @@ def test_cli_counts_dual_members_and_warns_when_groups_overlap(tmp_path):
     assert "57%" in findings[0]["message"]
     # below half: no finding (10 of 40 shared)
     topic_posts, users, thresholds = _dual_corpus(n_dual=10)
-    members = sampling.group_members(users, thresholds)
-    pools = sampling.split_pools(topic_posts, members=members)
-    assert sampling.overlap_findings(sampling.dual_membership(members, pools, ["a", "b"])) == []
+    members = group_members(users, thresholds)
+    pools = split_pools(topic_posts, members=members)
+    assert overlap_findings(dual_membership(members, pools, ["a", "b"])) == []

@@ -8,6 +8,7 @@ the topic posts' author column (none may reach the page), hand-made texts."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import shutil
 import subprocess
@@ -18,18 +19,19 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from splits.config.settings import schema_defaults
 from splits.hypotheses.engine import QueryError
 from splits.hypotheses.lexicon import Limits, canonical_lexicon
+from splits.hypotheses.settings import FileSettings
 from splits.sandbox.query import (
     SORTS,
     STAGE_SIGNIFICANT,
     RunSettings,
     Sandbox,
     Session,
-    format_lexicon,
     nontrivial_stage,
-    parse_lexicon,
 )
+from splits.sandbox.typed import format_lexicon, max_query_chars, parse_lexicon
 from splits.sandbox.views import (
     MASKED_MENTION,
     answer_html,
@@ -40,19 +42,22 @@ from splits.sandbox.views import (
 )
 from statsmodels.stats.multitest import multipletests
 
+#: the schema's lexicon bounds (hypotheses.max_entries, max_phrase_tokens)
+LIMITS = schema_defaults(FileSettings).limits
+
 # --------------------------------------------------------------------------- typed lexicons
 
 
 def test_parse_lexicon_words_and_quoted_phrases():
-    assert parse_lexicon('finna, "on god"  y\'all; deadass') == [
+    assert parse_lexicon('finna, "on god"  y\'all; deadass', LIMITS) == [
         "finna",
         "on god",
         "y'all",
         "deadass",
     ]
     # typographic quotes, repeats (same tokens) kept once, newlines as separators
-    assert parse_lexicon('“on god”\n"On God", finna FINNA') == ["on god", "finna"]
-    assert parse_lexicon('"well, actually"') == ["well, actually"]
+    assert parse_lexicon('“on god”\n"On God", finna FINNA', LIMITS) == ["on god", "finna"]
+    assert parse_lexicon('"well, actually"', LIMITS) == ["well, actually"]
 
 
 @pytest.mark.parametrize(
@@ -75,7 +80,7 @@ def test_parse_lexicon_bad_input_is_one_line(text, message):
 
 def test_parse_lexicon_entry_limit():
     with pytest.raises(QueryError, match="4 entries; at most 3"):
-        parse_lexicon("a b c d", Limits(max_entries=3))
+        parse_lexicon("a b c d", Limits(max_entries=3, max_phrase_tokens=6))
 
 
 entry = st.lists(
@@ -212,7 +217,7 @@ def test_a_changed_seed_is_flagged(run, table):
         base = Sandbox.from_run(run / "results", run / "config" / "config.yaml", "none")
     lift = base.settings.lift
     reseeded = RunSettings(
-        type(lift)(lift.k_fractions, lift.list_size, lift.alpha, lift.seed + 1),
+        dataclasses.replace(lift, seed=lift.seed + 1),
         base.settings.thresholds,
         base.settings.report_k,
         base.settings.limits,
@@ -361,13 +366,13 @@ def test_each_pool_is_indexed_once(run, monkeypatch):
     import splits.hypotheses.engine as engine_module
 
     built = []
-    original = engine_module.PoolIndex
+    original = engine_module.pool_index
 
-    def counting(pool):
+    def counting(pool, retrieval, analyzer=None):
         built.append((pool.topic, pool.group_a, pool.group_b))
-        return original(pool)
+        return original(pool, retrieval, analyzer)
 
-    monkeypatch.setattr(engine_module, "PoolIndex", counting)
+    monkeypatch.setattr(engine_module, "pool_index", counting)
     monkeypatch.chdir(run)
     sandbox = Sandbox.from_run(run / "results", run / "config" / "config.yaml", "none")
     session = Session()
@@ -401,9 +406,7 @@ def test_a_run_without_table_or_encoder_still_answers(run, tmp_path, monkeypatch
 def test_a_huge_query_is_refused_unread_and_not_echoed():
     """A 1 MB lexicon is refused with one short line (before: echoed back whole); an entry
     quoted back in a message is cut short."""
-    from splits.sandbox.query import max_query_chars
-
-    limits = Limits()
+    limits = LIMITS
     for text in ("goal " * 200_000, "!" * 1_000_000):
         with pytest.raises(QueryError, match="characters; at most") as err:
             parse_lexicon(text, limits)
@@ -416,9 +419,14 @@ def test_a_huge_query_is_refused_unread_and_not_echoed():
 
 
 def test_lone_surrogates_and_control_characters_are_cleaned():
-    assert parse_lexicon("goal\ud800, on\x00side, \x1b[31mred") == ["goal", "on", "side", "[31mred"]
+    assert parse_lexicon("goal\ud800, on\x00side, \x1b[31mred", LIMITS) == [
+        "goal",
+        "on",
+        "side",
+        "[31mred",
+    ]
     with pytest.raises(QueryError, match="the lexicon is empty"):
-        parse_lexicon("\udfff\x07\x85")
+        parse_lexicon("\udfff\x07\x85", LIMITS)
 
 
 def test_a_surrogate_in_a_query_gives_an_answer_the_page_can_send(sandbox):
@@ -466,3 +474,20 @@ def test_sessions_expire_and_their_number_is_capped(sandbox, monkeypatch):
     states = [b for b in seen["blocks"].blocks.values() if isinstance(b, gr.State)]
     sessions = [s for s in states if isinstance(s.value, Session)]
     assert sessions and all(s.time_to_live == SESSION_TTL_S for s in sessions)
+
+
+def test_the_environment_is_written_at_the_entry_point_only(monkeypatch):
+    """Gradio's analytics are switched off by the `splits` command (its entry point) before
+    `splits sandbox` runs; the sandbox's library code writes no environment variable."""
+    import os
+
+    pytest.importorskip("gradio")
+    from splits.cli import main
+    from splits.sandbox.app import import_gradio
+
+    monkeypatch.delenv("GRADIO_ANALYTICS_ENABLED", raising=False)
+    before = dict(os.environ)
+    import_gradio()
+    assert dict(os.environ) == before
+    assert main(["sandbox", "--port", "0"]) == 2  # refused before anything is served
+    assert os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"

@@ -525,8 +525,16 @@ def test_export_card_says_post_ids_link_rows_and_post_ids_can_be_hashed_or_dropp
             str(dataset / "quadruplets.parquet"),
             "--topic-posts",
             str(default_run / "results" / "topics" / "topic_posts.parquet"),
-            "--post-ids",
-            mode,
+            "--settings",
+            json.dumps(
+                {
+                    "k": 42,
+                    "salt_env": "SPLITS_SALT",
+                    "post_ids": mode,
+                    "license": None,
+                    "source": None,
+                }
+            ),
             "--out-dir",
             str(out[mode]),
             cwd=tmp_path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import random
 import re
@@ -12,19 +13,12 @@ import numpy as np
 import polars as pl
 import pytest
 from splits.config.definitions import Demographic, load_demographics
-from splits.demographics.selfid import (
-    PhraseSet,
-    auto_threshold,
-    compare_formulas,
-    find_phrases,
-    parse_verdict,
-    resolve_threshold,
-    roc_auc,
-    selfid_curve,
-    user_counts,
-    verify_llm,
-    verify_rules,
-)
+from splits.config.settings import schema_defaults
+from splits.demographics.curves import auto_threshold, selfid_curve, user_counts
+from splits.demographics.phrases import PhraseSet, find_phrases
+from splits.demographics.selfid import compare_formulas, resolve_threshold, roc_auc
+from splits.demographics.settings import SelfidSettings
+from splits.demographics.verify import parse_verdict, verify_llm, verify_rules
 from splits.errors import ConfigError
 from splits.llm import Backend, Completion, load_model, register_builtin
 
@@ -247,7 +241,7 @@ def test_rule_verifier_on_hand_labelled_contexts():
 
 
 def test_rule_verifier_on_no_matches_is_empty():
-    empty = find_phrases(posts_frame(["nothing"]), CATHOLIC)
+    empty = find_phrases(posts_frame(["nothing"]), CATHOLIC, 150)
     out = verify_rules(empty)
     assert out.height == 0 and {"reason", "verified"} <= set(out.columns)
 
@@ -289,7 +283,7 @@ def test_parse_verdict():
 
 def test_llm_verifier_through_the_llm_layer(tmp_path, repo_root):
     texts = ["I'm Catholic.", 'she says "I\'m Catholic"', "garble I'm Catholic", "As a Catholic"]
-    found = find_phrases(posts_frame(texts), CATHOLIC)
+    found = find_phrases(posts_frame(texts), CATHOLIC, 150)
     registry = {"oracle": {"backend": "builtin", "kind": "selfid_test_oracle"}}
     model = load_model("oracle", registry, cache_path=tmp_path / "cache.sqlite")
     template = (repo_root / "resources" / "prompts" / "selfid_verify.txt").read_text()
@@ -313,7 +307,7 @@ def test_llm_verifier_with_a_tiny_transformers_model(tmp_path, repo_root):
     model = load_model("tiny", registry, cache_path=tmp_path / "cache.sqlite")
     template = (repo_root / "resources" / "prompts" / "selfid_verify.txt").read_text()
     demographic = Demographic("catholic", "Catholic", ("x",), ("I'm Catholic",), ())
-    found = find_phrases(posts_frame(["I'm Catholic.", "so I'm Jewish?"]), CATHOLIC)
+    found = find_phrases(posts_frame(["I'm Catholic.", "so I'm Jewish?"]), CATHOLIC, 150)
     try:
         out, undetected = verify_llm(found, demographic, model, template)
     finally:
@@ -452,8 +446,12 @@ def test_compare_formulas_rows():
 # --------------------------------------------------------------------------- CLI
 
 
-def _search_cli(tmp_path: Path, demo_file: Path, verifier_args: list[str]) -> int:
+def _search_cli(tmp_path: Path, demo_file: Path, verifier_args: list[str], **settings) -> int:
+    """``splits selfid search`` with the schema's settings, ``settings`` replaced."""
     from splits.cli import main
+
+    chosen = schema_defaults(SelfidSettings, **settings)
+    settings_args = ["--settings", json.dumps(dataclasses.asdict(chosen))]
 
     out = tmp_path / "out"
     return main(
@@ -479,6 +477,7 @@ def _search_cli(tmp_path: Path, demo_file: Path, verifier_args: list[str]) -> in
             str(out / "cmp.parquet"),
             "--out-plot",
             str(out / "plot.png"),
+            *([] if "--config" in verifier_args else settings_args),
         ]
     )
 
@@ -538,13 +537,11 @@ def test_search_and_summary_cli(tmp_path):
     assert _search_cli(tmp_path, demo_file, []) == 0
     assert (tmp_path / "out" / "m.parquet").read_bytes() == first
     # the llm verifier without a model is a config error (exit code 2)
-    assert _search_cli(tmp_path, demo_file, ["--verifier", "llm"]) == 2
+    assert _search_cli(tmp_path, demo_file, [], verifier="llm") == 2
     # ... and with a registry model it runs through the LLM layer and its cache
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("{demographic} {phrase} {context}")
     llm_args = [
-        "--verifier",
-        "llm",
         "--verifier-model",
         "oracle",
         "--models-json",
@@ -554,11 +551,34 @@ def test_search_and_summary_cli(tmp_path):
         "--llm-cache",
         str(tmp_path / "cache.sqlite"),
     ]
-    assert _search_cli(tmp_path, demo_file, llm_args) == 0
+    assert _search_cli(tmp_path, demo_file, llm_args, verifier="llm") == 0
     by_llm = json.loads((tmp_path / "out" / "t.json").read_text())
     assert by_llm["verifier"] == "llm" and by_llm["undetected"] == 0
     assert by_llm["verified_self"] == 50 and by_llm["verified_anti"] == 15
     assert (tmp_path / "cache.sqlite").exists()
+    # by hand, a config file gives the same settings and the verifier's model and prompt
+    by_flags = (tmp_path / "out" / "m.parquet").read_bytes()
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "demographics": {
+                    "verifier": "llm",
+                    "verifier_model": "oracle",
+                    "verifier_prompt": str(prompt),
+                },
+                "models": {"oracle": {"backend": "builtin", "kind": "selfid_test_oracle"}},
+            }
+        )
+    )
+    by_hand = _search_cli(
+        tmp_path,
+        demo_file,
+        ["--llm-cache", str(tmp_path / "cache.sqlite"), "--config", str(config)],
+    )
+    assert by_hand == 0
+    assert (tmp_path / "out" / "m.parquet").read_bytes() == by_flags
+    assert json.loads((tmp_path / "out" / "t.json").read_text())["verifier"] == "llm"
     summary = tmp_path / "summary"
     assert (
         main(
@@ -613,7 +633,7 @@ def _synthetic_users(rate, n: int = 2000, levels: int | None = None, seed: int =
 
 
 def test_breakpoint_support_tells_a_planted_change_point_from_none():
-    from splits.demographics.selfid import breakpoint_support
+    from splits.demographics.curves import breakpoint_support
 
     planted = _synthetic_users(lambda p: np.where(p >= 80, 0.03, 0.002))
     assert auto_threshold(selfid_curve(planted, 20)) == 80.0
@@ -713,7 +733,7 @@ def test_backwards_selfid_curve_stops_with_one_line_naming_the_ways_on(tmp_path,
     assert "demographics.accept_unsupported_thresholds: true" in line
     assert not (tmp_path / "out" / "t.json").exists()
     # the rates in the line are the planted ones (per 1,000 posts, below and above)
-    assert _search_cli(tmp_path, demo, ["--accept-unsupported"]) == 0
+    assert _search_cli(tmp_path, demo, [], accept_unsupported_thresholds=True) == 0
     threshold = read_json(tmp_path / "out" / "t.json")
     cut = threshold["threshold"]
     below = sum(2 for i in range(400) if i * 100 / 400 < cut and i < 200 and i % 10 == 0)

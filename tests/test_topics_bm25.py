@@ -1,6 +1,6 @@
 """topics.bm25: the sharded topic splits ranked with another BM25 variant.
 
-Oracles: one unsharded ``BM25Index`` with the same ``BM25Params`` over the union of the posts
+Oracles: one unsharded ``BM25Index`` with the same BM25 parameters over the union of the posts
 (lucene, whose exactness against real Lucene is tested in test_bm25_variants.py), and bm25s
 (atire, bm25l, bm25+) over the same tokens, on real Reddit posts (Dreaddit) with planted posts
 that hold no token (Lucene's N leaves them out)."""
@@ -17,11 +17,16 @@ import pytest
 import yaml
 from conftest import error_lines
 from splits.config.definitions import Topic
+from splits.config.schema import validate_config
+from splits.config.settings import schema_defaults, settings_json
 from splits.errors import ConfigError
-from splits.retrieval.bm25 import METHODS, BM25Params
-from splits.text import content_words
-from splits.topics import retrieval as bm25
-from splits.topics.retrieval import BM25Index, CorpusStats, ShardCounts, TopicSplitParams
+from splits.retrieval.bm25 import METHODS
+from splits.text import content_words, query_tokens
+from splits.topics import in_process
+from splits.topics import statistics as topic_stats
+from splits.topics.corpus import CorpusStats, ShardCounts
+from splits.topics.index import BM25Index
+from splits.topics.settings import TopicBM25Settings, TopicSplitSettings
 
 #: one-word keywords, so a post holds a keyword exactly when it holds one of the query's tokens
 TOPICS = [
@@ -72,7 +77,7 @@ def _expected(
     tokens = [set(content_words(t)) for t in union.get_column("text")]
     out = {}
     for topic in TOPICS:
-        query = bm25.query_tokens(topic.keywords)
+        query = query_tokens(topic.keywords)
         scores = scores_of(query)
         for group in ("a", "b"):
             members = set(posts.filter(pl.col("demographic") == group).get_column("post_id"))
@@ -93,20 +98,24 @@ def _got(table: pl.DataFrame) -> dict[tuple[str, str], list[tuple[str, float]]]:
     return out
 
 
-def _split(posts: pl.DataFrame, params: BM25Params, shard_posts: int) -> pl.DataFrame:
-    return bm25.topic_splits(
-        posts,
-        TOPICS,
-        TopicSplitParams(top_k=40, drop_fraction=0.0, shard_posts=shard_posts, bm25=params),
+def bm25_settings(**values) -> TopicBM25Settings:
+    """topics.bm25: the schema's defaults, ``values`` replaced."""
+    return schema_defaults(TopicBM25Settings, **values)
+
+
+def _split(posts: pl.DataFrame, bm25: TopicBM25Settings, shard_posts: int) -> pl.DataFrame:
+    settings = schema_defaults(
+        TopicSplitSettings, top_k=40, drop_fraction=0.0, shard_posts=shard_posts, bm25=bm25
     )
+    return in_process.topic_splits(posts, TOPICS, settings)
 
 
 @pytest.mark.parametrize("shard_posts", [37, 250, 10_000])
 def test_sharded_lucene_equals_one_unsharded_index(posts, shard_posts):
     """Ranked ids and scores (bit for bit) of the sharded topic splits with lucene equal one
     BM25Index with lucene over the union, whatever the shards; N is the non-empty posts."""
-    params = BM25Params("lucene")
-    whole = BM25Index.from_texts(_union(posts).get_column("text"), params=params)
+    params = bm25_settings(method="lucene")
+    whole = BM25Index.from_texts(_union(posts).get_column("text"), params=params.params())
     texts = _union(posts).get_column("text")
     assert whole.scorer.n_docs == sum(bool(content_words(t)) for t in texts)
     assert whole.scorer.n_docs <= len(texts) - 3 * len(EMPTY_TEXTS)
@@ -132,7 +141,7 @@ def test_sharded_variants_equal_bm25s(posts, method):
         return oracle.get_scores_from_ids([vocab[t] for t in query if t in vocab])
 
     expected = _expected(posts, scores_of, 40)
-    got = _got(_split(posts, BM25Params(method, k1=1.2, b=0.7, delta=0.8), 53))
+    got = _got(_split(posts, bm25_settings(method=method, k1=1.2, b=0.7, delta=0.8), 53))
     assert got.keys() == expected.keys()
     for key, rows in expected.items():
         assert [p for p, _ in got[key]] == [p for p, _ in rows], key
@@ -142,14 +151,14 @@ def test_sharded_variants_equal_bm25s(posts, method):
 
 
 def test_robertson_params_give_the_default_table(posts):
-    default = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=40, shard_posts=97))
-    same = bm25.topic_splits(
-        posts, TOPICS, TopicSplitParams(top_k=40, shard_posts=97, bm25=BM25Params())
-    )
-    assert same.equals(default)
-    other = bm25.topic_splits(
-        posts, TOPICS, TopicSplitParams(top_k=40, shard_posts=97, bm25=BM25Params(k1=0.5))
-    )
+    def split(**values):
+        settings = schema_defaults(TopicSplitSettings, top_k=40, shard_posts=97, **values)
+        return in_process.topic_splits(posts, TOPICS, settings)
+
+    default = split()
+    explicit = bm25_settings(method="robertson", k1=1.5, b=0.75)  # rank_bm25's own, spelled out
+    assert split(bm25=explicit).equals(default)
+    other = split(bm25=bm25_settings(k1=0.5))
     assert not other.get_column("score").equals(default.get_column("score"))
 
 
@@ -160,16 +169,22 @@ def test_statistics_count_nonempty_documents_and_old_ones_refuse_lucene(tmp_path
     stats = CorpusStats.combine(counts, ["a", "b", "c"])
     assert (stats.n_docs, stats.n_nonempty) == (5, 3)
     assert CorpusStats.from_json(stats.to_json()) == stats
-    bm25.write_counts({"shared": counts[1]}, "shared", tmp_path / "v.parquet", tmp_path / "c.json")
-    _, read = bm25.read_counts(tmp_path / "v.parquet", tmp_path / "c.json")
+    topic_stats.write_counts(
+        {"shared": counts[1]}, "shared", tmp_path / "v.parquet", tmp_path / "c.json"
+    )
+    _, read = topic_stats.read_counts(tmp_path / "v.parquet", tmp_path / "c.json")
     assert read["shared"].n_nonempty == 2
     old = CorpusStats.from_json({k: v for k, v in stats.to_json().items() if k != "n_nonempty"})
     with pytest.raises(ConfigError, match="non-empty documents"):
-        BM25Index.from_token_lists(corpus[:2], stats=old, params=BM25Params("lucene"))
+        BM25Index.from_token_lists(
+            corpus[:2], stats=old, params=bm25_settings(method="lucene").params()
+        )
 
 
-def test_cli_run_passes_the_variant(posts, tmp_path):
-    """``splits topic-splits run --bm25-method lucene`` writes the in-process lucene table."""
+def test_cli_run_passes_the_variant_and_reads_a_config_by_hand(posts, tmp_path):
+    """``splits topic-splits run`` with topics.bm25 lucene writes the in-process lucene table,
+    whether its settings come as the rule's ``--settings`` value or, by hand, from ``--config``
+    (a config file, schema defaults filled): the two runs write the same files."""
     files = []
     for group in ("a", "b"):
         path = tmp_path / f"{group}.parquet"
@@ -187,18 +202,36 @@ def test_cli_run_passes_the_variant(posts, tmp_path):
             }
         )
     )
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "splits.cli", "topic-splits", "run"]
-    cmd += ["--demographic-posts", *files, "--thresholds", str(tmp_path / "thresholds.json")]
-    cmd += ["--topics-file", str(tmp_path / "topics.yaml"), "--top-k", "40"]
-    cmd += ["--drop-fraction", "0", "--k", "2", "--bm25-method", "lucene", "--bm25-k1", "1.1"]
-    for name in ("topics", "topic-posts", "counts"):
-        cmd += [f"--out-{name}", str(out / f"{name}.out")]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    table = pl.read_parquet(out / "topic-posts.out")
-    expected = _split(posts, BM25Params("lucene", k1=1.1), 1_000_000)
-    assert _got(table) == _got(expected)
+    config = {
+        "topics": {"top_k": 40, "drop_fraction": 0.0, "bm25": {"method": "lucene", "k1": 1.1}},
+        "sampling": {"k": 2},
+    }
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    settings = settings_json(validate_config(config), TopicSplitSettings)
+    assert '"k1":1.1' in settings and '"sample_k":2' in settings
+    tables = {}
+    for name, source in (
+        ("json", ["--settings", settings]),
+        ("config", ["--config", str(config_file)]),
+    ):
+        out = tmp_path / name
+        cmd = [sys.executable, "-m", "splits.cli", "topic-splits", "run"]
+        cmd += ["--demographic-posts", *files, "--thresholds", str(tmp_path / "thresholds.json")]
+        cmd += ["--topics-file", str(tmp_path / "topics.yaml"), *source]
+        for output in ("topics", "topic-posts", "counts", "retrieval"):
+            cmd += [f"--out-{output}", str(out / f"{output}.out")]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        tables[name] = pl.read_parquet(out / "topic-posts.out")
+        for output in ("topics", "counts", "retrieval"):
+            assert (out / f"{output}.out").read_bytes() == (
+                tmp_path / "json" / f"{output}.out"
+            ).read_bytes(), output
+    assert tables["config"].equals(tables["json"])
+    expected = _split(posts, bm25_settings(method="lucene", k1=1.1), 1_000_000)
+    assert _got(tables["json"]) == _got(expected)
+    assert tables["json"].height > 100
 
 
 def test_unknown_method_is_one_config_error_line(repo_root):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 import yaml
-from splits.sampling.draw import validate_quadruplets
-from splits.topics.retrieval import TOPIC_POSTS_COLUMNS
+from splits.sampling.validate import validate_quadruplets
+from splits.topics.merge import TOPIC_POSTS_COLUMNS
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,7 @@ def test_topic_posts_equal_one_rank_bm25_index_over_the_union(default_run, resul
 
     import rank_bm25
     from splits.config.definitions import THRESHOLDS_SUPPORT_KEY, load_topics
-    from splits.text import content_words, words
-    from splits.topics.retrieval import query_tokens
+    from splits.text import content_words, query_tokens, words
 
     config = yaml.safe_load((default_run / "config" / "config.yaml").read_text())["topics"]
     assert config["index"] == "shared"
@@ -177,8 +176,8 @@ def test_off_topic_topic_on_the_sample_corpus_is_named_and_left_out(default_run,
     argv = ["topic-splits", "run", "--demographic-posts"]
     argv += [str(results / "demographics" / k / "posts.parquet") for k in keys]
     argv += ["--thresholds", str(results / "demographics" / "thresholds.json")]
-    argv += ["--topics-file", str(topics_file), "--top-k", str(config["topics"]["top_k"])]
-    argv += ["--k", str(config["sampling"]["k"])]
+    argv += ["--topics-file", str(topics_file)]
+    argv += ["--config", str(default_run / "config" / "config.yaml")]  # by hand: the run's config
     argv += ["--demographics-file", str(default_run / config["demographics"]["file"])]
     argv += ["--out-topics", str(out / "topics.parquet")]
     argv += ["--out-topic-posts", str(out / "topic_posts.parquet")]

@@ -4,6 +4,7 @@ finding, and each group's share of topic posts from its own seed subreddits is r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -11,10 +12,23 @@ import re
 import polars as pl
 import pytest
 from splits.config.definitions import Topic
+from splits.config.settings import schema_defaults
 from splits.health import read_findings
 from splits.text import words
-from splits.topics import retrieval as bm25
-from splits.topics.retrieval import TopicSplitParams
+from splits.topics import findings as topic_findings
+from splits.topics import in_process
+from splits.topics.settings import TopicSplitSettings
+
+
+def settings_argv(**values) -> list[str]:
+    """``--settings`` of ``splits topic-splits run``: the schema's defaults, ``values`` replaced."""
+    return ["--settings", json.dumps(dataclasses.asdict(split_settings(**values)))]
+
+
+def split_settings(**values) -> TopicSplitSettings:
+    """The topic splits' settings: the schema's defaults, ``values`` replaced."""
+    return schema_defaults(TopicSplitSettings, **values)
+
 
 GARDENING = Topic("Hobbies", "Gardening", ("gardening", "home gardening", "plant care"))
 BASKETBALL = Topic("Sports", "Basketball", ("basketball", "three pointer", "free throw"))
@@ -77,12 +91,12 @@ def corpus(seed: int = 3, n: int = 400) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-PARAMS = TopicSplitParams(top_k=60, drop_fraction=0.25, sample_k=6)
+PARAMS = split_settings(top_k=60, drop_fraction=0.25, sample_k=6)
 
 
 def test_every_topic_post_holds_a_keyword_as_a_phrase():
     posts = corpus()
-    table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=1000, drop_fraction=0.0))
+    table = in_process.topic_splits(posts, TOPICS, split_settings(top_k=1000, drop_fraction=0.0))
     assert table.height
     keywords = {t.topic: t.keywords for t in TOPICS}
     for topic, text in table.select("topic", "text").iter_rows():
@@ -102,7 +116,7 @@ def test_every_topic_post_holds_a_keyword_as_a_phrase():
 
 def test_home_and_care_alone_do_not_make_a_gardening_post():
     posts = corpus()
-    table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=1000, drop_fraction=0.0))
+    table = in_process.topic_splits(posts, TOPICS, split_settings(top_k=1000, drop_fraction=0.0))
     garden = table.filter(pl.col("topic") == "Gardening").get_column("text").to_list()
     assert garden and not any(t in COMMON for t in garden)
     assert not table.filter(pl.col("topic") == "Career fairs").height
@@ -113,7 +127,7 @@ def test_ranking_within_matching_posts_is_still_bm25():
     from splits.text import content_words, query_tokens
 
     posts = corpus()
-    table = bm25.topic_splits(posts, TOPICS, TopicSplitParams(top_k=5, drop_fraction=0.0))
+    table = in_process.topic_splits(posts, TOPICS, split_settings(top_k=5, drop_fraction=0.0))
     docs = posts.unique(subset="post_id").sort("post_id")
     reference = rank_bm25.BM25Okapi([content_words(t) for t in docs.get_column("text")])
     scores = reference.get_scores(query_tokens(GARDENING.keywords))
@@ -130,9 +144,9 @@ def test_ranking_within_matching_posts_is_still_bm25():
 
 def test_retrieval_table_counts_and_dropped_topic_finding():
     posts = corpus()
-    result = bm25.topic_splits_result(posts, TOPICS, PARAMS, SEEDS)
+    result = in_process.topic_splits_result(posts, TOPICS, PARAMS, SEEDS)
     table = result.retrieval
-    assert list(table.schema) == list(bm25.RETRIEVAL_SCHEMA)
+    assert list(table.schema) == list(topic_findings.RETRIEVAL_SCHEMA)
     assert table.height == len(TOPICS) * len(GROUPS)
     for row in table.iter_rows(named=True):
         topic = next(t for t in TOPICS if t.topic == row["topic"])
@@ -170,17 +184,17 @@ def test_topic_with_a_few_posts_below_the_sampling_need_is_dropped():
         )
         for key in GROUPS
     }
-    need = bm25.posts_needed(6)
+    need = topic_findings.posts_needed(6)
     assert need == 6
-    result = bm25.topic_splits_result(
-        posts, [few], TopicSplitParams(top_k=100, drop_fraction=0.0, sample_k=6), SEEDS
+    result = in_process.topic_splits_result(
+        posts, [few], split_settings(top_k=100, drop_fraction=0.0, sample_k=6), SEEDS
     )
     kept = min(counts.values()) >= need
     assert result.retrieval["topic_kept"].to_list() == [kept, kept]
-    big_k = bm25.topic_splits_result(
+    big_k = in_process.topic_splits_result(
         posts,
         [few],
-        TopicSplitParams(top_k=100, drop_fraction=0.0, sample_k=2 * max(counts.values())),
+        split_settings(top_k=100, drop_fraction=0.0, sample_k=2 * max(counts.values())),
         SEEDS,
     )
     assert not big_k.retrieval["topic_kept"].any() and big_k.topic_posts.height == 0
@@ -196,7 +210,7 @@ def test_seed_share_per_group_finding_and_exclude_option():
         .otherwise(pl.col("subreddit"))
         .alias("subreddit")
     )
-    result = bm25.topic_splits_result(posts, TOPICS, PARAMS, SEEDS)
+    result = in_process.topic_splits_result(posts, TOPICS, PARAMS, SEEDS)
     share = {r["demographic"]: r for r in result.seed_share.iter_rows(named=True)}
     for key in GROUPS:
         rows = result.topic_posts.filter(pl.col("demographic") == key)
@@ -210,10 +224,10 @@ def test_seed_share_per_group_finding_and_exclude_option():
     assert finding.subject == "group a" and "100%" in finding.message
     assert "topics.seed_subreddit_posts: exclude" in finding.fix
     # exclude: a group's own seed-subreddit posts never reach its topic pools
-    params = TopicSplitParams(
+    params = split_settings(
         top_k=60, drop_fraction=0.25, sample_k=6, seed_subreddit_posts="exclude"
     )
-    excluded = bm25.topic_splits_result(posts, TOPICS, params, SEEDS)
+    excluded = in_process.topic_splits_result(posts, TOPICS, params, SEEDS)
     for key in GROUPS:
         rows = excluded.topic_posts.filter(pl.col("demographic") == key)
         assert not rows["subreddit"].str.to_lowercase().is_in([s.lower() for s in SEEDS[key]]).any()
@@ -246,7 +260,7 @@ def test_real_cornell_text_fair_and_based_are_not_topic_posts(reference_dir):
         Topic("Education", "Careers", ("career fair", "career fairs", "internship")),
         Topic("Education", "Financial aid", ("need-based", "financial aid", "scholarship")),
     ]
-    table = bm25.topic_splits(posts, topics, TopicSplitParams(top_k=3000, drop_fraction=0.0))
+    table = in_process.topic_splits(posts, topics, split_settings(top_k=3000, drop_fraction=0.0))
     careers = table.filter(pl.col("topic") == "Careers")["text"].to_list()
     aid = table.filter(pl.col("topic") == "Financial aid")["text"].to_list()
     assert careers and aid
@@ -306,13 +320,13 @@ def test_cli_run_writes_tables_and_health(tmp_path, mode):
     out = tmp_path / "out"
     argv = ["topic-splits", "run", "--demographic-posts", *paths]
     argv += ["--thresholds", str(tmp_path / "thresholds.json"), "--topics-file", str(topics_file)]
-    argv += ["--top-k", "60", "--k", "6", "--demographics-file", str(demographics_file)]
+    argv += ["--demographics-file", str(demographics_file)]
     for name in ("topics.parquet", "topic_posts.parquet", "counts.csv"):
         argv += [f"--out-{name.split('.')[0].replace('_', '-')}", str(out / name)]
     argv[argv.index("--out-counts")] = "--out-counts"
     argv += ["--out-retrieval", str(out / "retrieval.csv")]
     argv += ["--out-seed-share", str(out / "seed_share.csv"), "--out-health", str(out / "h.json")]
-    argv += ["--seed-subreddit-posts", mode]
+    argv += settings_argv(top_k=60, sample_k=6, seed_subreddit_posts=mode)
     assert main(argv) == 0
     share = pl.read_csv(out / "seed_share.csv")
     assert share["seed_subreddit_posts"].to_list() == [mode, mode]
@@ -336,20 +350,20 @@ def test_cli_run_writes_tables_and_health(tmp_path, mode):
 def test_posts_of_members_of_both_groups_do_not_count_towards_a_pair():
     rows = [("T", "a", f"p{i}") for i in range(6)] + [("T", "b", f"q{i}") for i in range(6)]
     table = pl.DataFrame(rows, schema=["topic", "demographic", "post_id"], orient="row")
-    assert bm25.sampled_pairs(table, ["a", "b"], 6) == {"T": 1}
+    assert topic_findings.sampled_pairs(table, ["a", "b"], 6) == {"T": 1}
     # p0's author is at or above b's threshold too (the shards list both groups for the post),
     # though p0 was retrieved for a only: a's pool for the pair is 5 posts
     members = {f"p{i}": frozenset({"a"}) for i in range(6)} | {"p0": frozenset({"a", "b"})}
-    assert bm25.sampled_pairs(table, ["a", "b"], 6, members) == {"T": 0}
-    assert bm25.sampled_pairs(table, ["a", "b"], 5, members) == {"T": 1}
+    assert topic_findings.sampled_pairs(table, ["a", "b"], 6, members) == {"T": 0}
+    assert topic_findings.sampled_pairs(table, ["a", "b"], 5, members) == {"T": 1}
     # a post listed under both groups counts for neither
     both = pl.concat([table, pl.DataFrame([("T", "b", "p1")], schema=table.schema, orient="row")])
-    assert bm25.sampled_pairs(both, ["a", "b"], 6) == {"T": 0}
+    assert topic_findings.sampled_pairs(both, ["a", "b"], 6) == {"T": 0}
     # post_members reads the groups off the shards' lists
     shards = pl.DataFrame(
         {"post_id": ["p0", "p1", "x"], "demographics": [["a", "b"], ["a"], ["b"]]}
     ).lazy()
-    assert bm25.post_members(shards, table) == {
+    assert topic_findings.post_members(shards, table) == {
         "p0": frozenset({"a", "b"}),
         "p1": frozenset({"a"}),
     }

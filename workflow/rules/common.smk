@@ -10,6 +10,26 @@ from splits.errors import ConfigError
 from splits.graph.settings import GraphSettings
 from splits.evaluation.settings import CMSettings, GroupSplitsSettings, MetricsSettings
 from splits.evaluation.settings import SubsampleSettings
+from splits.release_data.settings import ReleaseDataSettings
+from splits.topics.settings import (
+    GenerateTopicsSettings,
+    TopicMergeSettings,
+    TopicShardScoreSettings,
+    TopicShardsSettings,
+    TopicShardStatsSettings,
+)
+from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.sampling.settings import ExportSettings, SampleSettings
+from splits.hypotheses.settings import (
+    FileSettings,
+    GenerateSettings,
+    LiftSettings,
+    ReportSettings,
+    SampleSettings as HypothesesSampleSettings,
+    TableSettings,
+    TheoriesSettings,
+    TrivialitySettings,
+)
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -17,7 +37,6 @@ from splits.llm.registry import gpu_resources
 from splits.pipeline.targets import (
     EVALUATION_ROWS,
     HYPOTHESIS_SET,
-    PROBES_JUDGES_MIN_RATERS,
 )
 from splits.pipeline.targets import (
     backend,
@@ -32,11 +51,7 @@ from splits.pipeline.targets import (
     experiment_rows,
     final_targets,
 )
-from splits.pipeline.targets import (
-    generate_topics_categories_args,
-    hypotheses_encoder_args,
-)
-from splits.pipeline.targets import hypotheses_limits, hypotheses_model_args
+from splits.pipeline.targets import hypotheses_encoder_args, hypotheses_model_args
 from splits.pipeline.targets import (
     hypotheses_theory_args,
     hypothesis_sets,
@@ -48,11 +63,7 @@ from splits.pipeline.targets import (
     probe_grasp_column_args,
 )
 from splits.pipeline.targets import probe_judge_args, probe_reference_data
-from splits.pipeline.targets import (
-    probe_stress_groups_args,
-    probes_reference_targets,
-    rows_file,
-)
+from splits.pipeline.targets import probes_reference_targets, rows_file
 from splits.pipeline.targets import (
     selfid_verifier_args,
     synth_corpus_outputs,
@@ -162,6 +173,15 @@ def sampling_members_args(wildcards, input):
     return ["--users", *input.users, "--thresholds", input.thresholds]
 
 
+def sweep_sample_settings(wildcards):
+    """The sampling settings of a sweep dataset (evaluation_sweep_dataset): sampling.k replaced
+    by the dataset's k, so that changing sampling.k re-runs none of them."""
+    values = json.loads(settings_json(config, SampleSettings))
+    return json.dumps(
+        {**values, "k": int(wildcards.k)}, sort_keys=True, separators=(",", ":")
+    )
+
+
 def demographic_users_files():
     """U_d of every demographic (group-ness percentiles: the sampling's dual members)."""
     return [f"{RESULTS}/demographics/{key}/users.parquet" for key in DEMOGRAPHIC_KEYS]
@@ -187,16 +207,6 @@ def topic_shard_outputs(pattern):
 def topic_shard_mem_mb(wildcards, attempt):
     """Per-shard jobs hold one shard's texts and its tokens: a few times topics.shard_mb."""
     return int((1024 + 4 * config["topics"]["shard_mb"]) * attempt)
-
-
-def topic_bm25_args():
-    """topics.bm25 as the score step's flags (k1 and b left out when null: the method's)."""
-    bm25 = config["topics"]["bm25"]
-    args = ["--bm25-method", bm25["method"]]
-    for flag, key in (("--bm25-k1", "k1"), ("--bm25-b", "b")):
-        if bm25[key] is not None:
-            args += [flag, str(bm25[key])]
-    return args + ["--bm25-delta", str(bm25["delta"])]
 
 
 def topic_merge_mem_mb(wildcards, attempt):
@@ -428,34 +438,11 @@ def release_data_input():
     return [path] if path and Path(path).exists() else []
 
 
-def release_data_args():
-    args = []
-    if RELEASE_DATA["demographics"]:
-        args += ["--demographics", *RELEASE_DATA["demographics"]]
-    if RELEASE_DATA["topics"]:
-        args += ["--topics", *RELEASE_DATA["topics"]]
-    return args
-
-
 def hypotheses_vocab_input():
     vocab = HYPOTHESES["retrieval"]["vocab"]
     return (
         [vocab] if HYPOTHESES["retrieval"]["analyzer"] == "wordpiece" and vocab else []
     )
-
-
-def hypotheses_retrieval_args():
-    r = HYPOTHESES["retrieval"]
-    args = ["--retrieval-mode", r["mode"], "--bm25-method", r["method"] or "default"]
-    for flag, key in (("--bm25-k1", "k1"), ("--bm25-b", "b")):
-        if r[key] is not None:
-            args += [flag, str(r[key])]
-    args += ["--bm25-delta", str(r["delta"]), "--analyzer", r["analyzer"]]
-    if r["vocab"]:
-        args += ["--vocab", r["vocab"]]
-    max_tokens = r["max_tokens"]
-    args += ["--max-tokens", "all" if max_tokens is None else str(max_tokens)]
-    return args + ["--doc-count", str(r["doc_count"])]
 
 
 def hypotheses_identity_input():

@@ -27,11 +27,15 @@ rule groupness:
         demographics_slice=lambda w: demographics_slice(
             "seed_subreddits", demographic=w.demographic
         ),
-        formula=config["demographics"]["groupness"],
-        top_user_fraction=config["demographics"]["top_user_fraction"],
+        settings=settings_json(config, GroupnessSettings),
         bots=lambda wildcards, input: ["--bots", *input.bots] if input.bots else [],
     shell:
-        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts:q} --subreddits {input.subreddits:q} --demographics {params.demographics:q} --demographic {wildcards.demographic:q} --formula {params.formula:q} --top-user-fraction {params.top_user_fraction:q} {params.bots:q} --out-users {output.users:q} --out-posts {output.posts:q} --out-report {output.report:q} --health {output.health:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts:q}"
+        " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
+        " --demographic {wildcards.demographic:q} {params.bots:q}"
+        " --out-users {output.users:q} --out-posts {output.posts:q}"
+        " --out-report {output.report:q} --health {output.health:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule selfid:
@@ -69,18 +73,17 @@ rule selfid:
             "threshold",
             demographic=w.demographic,
         ),
-        verifier=config["demographics"]["verifier"],
+        settings=settings_json(config, SelfidSettings),
         verifier_args=selfid_verifier_args(config),
-        context_chars=config["demographics"]["context_chars"],
-        bins=config["demographics"]["bins"],
-        accept_unsupported=(
-            ["--accept-unsupported"]
-            if config["demographics"]["accept_unsupported_thresholds"]
-            else []
-        ),
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
-        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users:q} --posts {input.posts:q} --demographics {params.demographics:q} --demographic {wildcards.demographic:q} --verifier {params.verifier:q} {params.verifier_args:q} --llm-cache {params.llm_cache:q} --context-chars {params.context_chars:q} --bins {params.bins:q} --out-matches {output.matches:q} --out-curve {output.curve:q} --out-threshold {output.threshold:q} --out-comparison {output.comparison:q} --out-plot {output.plot:q} {params.accept_unsupported:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users:q}"
+        " --posts {input.posts:q} --demographics {params.demographics:q}"
+        " --demographic {wildcards.demographic:q} {params.verifier_args:q}"
+        " --llm-cache {params.llm_cache:q} --out-matches {output.matches:q}"
+        " --out-curve {output.curve:q} --out-threshold {output.threshold:q}"
+        " --out-comparison {output.comparison:q} --out-plot {output.plot:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule selfid_summary:
@@ -108,4 +111,7 @@ rule selfid_summary:
     resources:
         mem_mb=1024,
     shell:
-        "splits selfid summary --thresholds {input.thresholds:q} --comparisons {input.comparisons:q} --out-thresholds {output.thresholds:q} --out-csv {output.csv:q} --out-md {output.md:q} --health {output.health:q} > {log:q} 2>&1"
+        "splits selfid summary --thresholds {input.thresholds:q}"
+        " --comparisons {input.comparisons:q} --out-thresholds {output.thresholds:q}"
+        " --out-csv {output.csv:q} --out-md {output.md:q} --health {output.health:q}"
+        " > {log:q} 2>&1"

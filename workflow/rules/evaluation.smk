@@ -32,10 +32,12 @@ rule evaluation_sweep_dataset:
     resources:
         mem_mb=4000,
     params:
-        seed=SEED,
+        settings=sweep_sample_settings,
         members=sampling_members_args,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {wildcards.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} {params.members:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q}"
+        " --out {output.quadruplets:q} --summary {output.summary:q} {params.members:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule evaluation_subsample:

@@ -32,10 +32,12 @@ rule hypotheses_sample:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("identity_words"),
         identity=hypotheses_identity_args,
-        limits=hypotheses_limits(config),
-        seed=SEED,
+        settings=settings_json(config, HypothesesSampleSettings),
     shell:
-        "splits hypotheses sample --meta {input.meta:q} --topic-posts {input.topic_posts:q} {params.identity:q} --seed {params.seed:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits hypotheses sample --meta {input.meta:q} --topic-posts {input.topic_posts:q}"
+        " {params.identity:q} --topics-file {input.topics:q}"
+        " --demographics {params.demographics:q} --settings {params.settings:q}"
+        " --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_file:
@@ -59,9 +61,12 @@ rule hypotheses_file:
     params:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice(),
-        limits=hypotheses_limits(config),
+        settings=settings_json(config, FileSettings),
     shell:
-        "splits hypotheses file --input {input.hypotheses:q} --name {wildcards.name:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits hypotheses file --input {input.hypotheses:q} --name {wildcards.name:q}"
+        " --topics-file {input.topics:q} --demographics {params.demographics:q}"
+        " --settings {params.settings:q}"
+        " --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_theories:
@@ -90,10 +95,13 @@ rule hypotheses_theories:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
         model_args=lambda wildcards: hypotheses_theory_args(config, wildcards.tm),
-        limits=hypotheses_limits(config),
-        seed=SEED,
+        settings=settings_json(config, TheoriesSettings),
     shell:
-        "splits hypotheses theories --theories {input.theories:q} --rows {input.rows:q} --experiment {wildcards.experiment:q} --tm {wildcards.tm:q} --k {wildcards.k:q} {params.model_args:q} --seed {params.seed:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits hypotheses theories --theories {input.theories:q} --rows {input.rows:q}"
+        " --experiment {wildcards.experiment:q} --tm {wildcards.tm:q} --k {wildcards.k:q}"
+        " {params.model_args:q} --topics-file {input.topics:q}"
+        " --demographics {params.demographics:q} --settings {params.settings:q}"
+        " --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_generate:
@@ -121,19 +129,12 @@ rule hypotheses_generate:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
         model_args=lambda wildcards: hypotheses_model_args(config, wildcards.model),
-        topics=(
-            ["--topics", *HYPOTHESES["generate"]["topics"]]
-            if HYPOTHESES["generate"]["topics"]
-            else []
-        ),
-        posts_per_group=HYPOTHESES["generate"]["posts_per_group"],
-        per_pool=HYPOTHESES["generate"]["per_pool"],
-        temperature=HYPOTHESES["generate"]["temperature"],
-        max_tokens=HYPOTHESES["generate"]["max_tokens"],
-        limits=hypotheses_limits(config),
-        seed=SEED,
+        settings=settings_json(config, GenerateSettings),
     shell:
-        "splits hypotheses generate --topic-posts {input.topic_posts:q} {params.topics:q} --posts-per-group {params.posts_per_group:q} --per-pool {params.per_pool:q} {params.model_args:q} --prompt {input.prompt:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --seed {params.seed:q} --topics-file {input.topics:q} --demographics {params.demographics:q} {params.limits:q} --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits hypotheses generate --topic-posts {input.topic_posts:q}"
+        " {params.model_args:q} --prompt {input.prompt:q} --topics-file {input.topics:q}"
+        " --demographics {params.demographics:q} --settings {params.settings:q}"
+        " --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_lift:
@@ -154,13 +155,11 @@ rule hypotheses_lift:
     resources:
         mem_mb=4096,
     params:
-        k_fractions=[str(f) for f in HYPOTHESES["k_fractions"]],
-        list_size=HYPOTHESES["list_size"] or "all",
-        alpha=HYPOTHESES["alpha"],
-        seed=SEED,
-        retrieval=hypotheses_retrieval_args(),
+        settings=settings_json(config, LiftSettings),
     shell:
-        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses:q} --topic-posts {input.topic_posts:q} --k-fractions {params.k_fractions:q} --list-size {params.list_size:q} --alpha {params.alpha:q} --seed {params.seed:q} {params.retrieval:q} --out {output.lift:q} --report {output.report:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses:q}"
+        " --topic-posts {input.topic_posts:q} --settings {params.settings:q}"
+        " --out {output.lift:q} --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_triviality:
@@ -184,9 +183,11 @@ rule hypotheses_triviality:
         demographics_slice=demographics_slice("identity_words"),
         identity=hypotheses_identity_args,
         encoder=hypotheses_encoder_args(config),
-        batch=HYPOTHESES["encoder_batch"],
+        settings=settings_json(config, TrivialitySettings),
     shell:
-        "splits hypotheses triviality --set {input.hypotheses:q} --demographics {params.demographics:q} {params.identity:q} {params.encoder:q} --batch-texts {params.batch:q} --out {output:q} > {log:q} 2>&1"
+        "splits hypotheses triviality --set {input.hypotheses:q}"
+        " --demographics {params.demographics:q} {params.identity:q} {params.encoder:q}"
+        " --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule hypotheses_table:
@@ -208,10 +209,12 @@ rule hypotheses_table:
     resources:
         mem_mb=4096,
     params:
-        alpha=HYPOTHESES["alpha"],
-        thresholds=[str(t) for t in HYPOTHESES["triviality_thresholds"]],
+        settings=settings_json(config, TableSettings),
     shell:
-        "splits hypotheses table --lift {input.lift:q} --triviality {input.triviality:q} --sets {input.hypotheses:q} --alpha {params.alpha:q} --thresholds {params.thresholds:q} --out-table {output.table:q} --out-filtered {output.filtered:q} --out-stages {output.stages:q} > {log:q} 2>&1"
+        "splits hypotheses table --lift {input.lift:q} --triviality {input.triviality:q}"
+        " --sets {input.hypotheses:q} --settings {params.settings:q}"
+        " --out-table {output.table:q} --out-filtered {output.filtered:q}"
+        " --out-stages {output.stages:q} > {log:q} 2>&1"
 
 
 rule hypotheses_report:
@@ -244,8 +247,8 @@ rule hypotheses_report:
     resources:
         mem_mb=2048,
     params:
-        k=HYPOTHESES["report_k"],
-        alpha=HYPOTHESES["alpha"],
-        thresholds=[str(t) for t in HYPOTHESES["triviality_thresholds"]],
+        settings=settings_json(config, ReportSettings),
     shell:
-        "splits hypotheses report --table {input.table:q} --stages {input.stages:q} --k {params.k:q} --alpha {params.alpha:q} --thresholds {params.thresholds:q} --out-scatter {output.scatter:q} --out-curves {output.curves:q} --out-stages {output.stages:q} > {log:q} 2>&1"
+        "splits hypotheses report --table {input.table:q} --stages {input.stages:q}"
+        " --settings {params.settings:q} --out-scatter {output.scatter:q}"
+        " --out-curves {output.curves:q} --out-stages {output.stages:q} > {log:q} 2>&1"

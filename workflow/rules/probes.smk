@@ -5,6 +5,14 @@
 
 import json
 
+from splits.probes.settings import (
+    EMPATHY_SETTINGS,
+    STRESS_SETTINGS,
+    GraspJudgesSettings,
+    GraspSettings,
+    personalization_settings,
+)
+
 
 rule probe_stress:
     input:
@@ -35,30 +43,18 @@ rule probe_stress:
     resources:
         mem_mb=2000,
     params:
+        settings=lambda w: settings_json(config, STRESS_SETTINGS[w.source]),
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
         spec=lambda w: model_spec_json(config, PROBES["stress"]["model"]),
-        model=PROBES["stress"]["model"],
-        max_items=lambda w: (
-            PROBES["stress"]["max_items"]
-            if w.source == "topics"
-            else (PROBES["stress"]["dreaddit_max_items"] or 10**9)
-        ),
-        split=PROBES["stress"]["dreaddit_split"],
-        attempts=PROBES["stress"]["attempts"],
-        answer_rule=PROBES["stress"]["answer_rule"],
-        groups=probe_stress_groups_args(config),
-        temperature=PROBES["stress"]["temperature"],
-        max_tokens=PROBES["stress"]["max_tokens"],
-        max_chars=PROBES["max_chars"],
-        extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
-        phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
-        seed=SEED,
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe stress --source {wildcards.source:q} --input {params.data:q} --dreaddit-split {params.split:q} --prompt {input.prompt:q} --answer-rule {params.answer_rule:q} {params.groups:q} --attempts {params.attempts:q} --max-items {params.max_items:q} --seed {params.seed:q} --outdir {params.outdir:q} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-chars {params.max_chars:q} --demographics {params.demographics:q} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log:q} 2>&1"
+        "splits probe stress --source {wildcards.source:q} --input {params.data:q}"
+        " --prompt {input.prompt:q} --demographics {params.demographics:q}"
+        " --model-spec {params.spec:q} --cache {params.cache:q}"
+        " --outdir {params.outdir:q} --settings {params.settings:q} > {log:q} 2>&1"
 
 
 # One job per (source, group set, prompt variant); the variants of a (source, group set) are then
@@ -90,37 +86,23 @@ rule probe_empathy:
     resources:
         mem_mb=2000,
     params:
+        settings=lambda w: settings_json(config, EMPATHY_SETTINGS[w.source]),
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         group_sets_file=PROBES["empathy"]["group_sets_file"],
         group_set_slice=probe_empathy_group_slice,
-        neutral=PROBES["empathy"]["neutral"] or "",
-        text=lambda w: PROBES["empathy"]["variants"][w.variant]["text"],
-        scale=lambda w: [
-            str(v) for v in PROBES["empathy"]["variants"][w.variant]["scale"]
-        ],
+        variant=lambda w: json.dumps(EMPATHY["variants"][w.variant], sort_keys=True),
         data=probe_data_arg,
         spec=lambda w: model_spec_json(config, PROBES["empathy"]["model"]),
-        model=PROBES["empathy"]["model"],
-        max_items=lambda w: (
-            PROBES["empathy"]["max_items"]
-            if w.source == "topics"
-            else (PROBES["empathy"]["envent_max_items"] or 10**9)
-        ),
-        emotion=PROBES["empathy"]["emotion"],
-        permutations=PROBES["empathy"]["permutations"],
-        flips=PROBES["empathy"]["flips"],
-        alpha=PROBES["empathy"]["alpha"],
-        temperature=PROBES["empathy"]["temperature"],
-        max_tokens=PROBES["empathy"]["max_tokens"],
-        max_chars=PROBES["max_chars"],
-        extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
-        phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
-        seed=SEED,
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe empathy --source {wildcards.source:q} --input {params.data:q} --group-set {wildcards.group_set:q} --group-sets-file {params.group_sets_file:q} --neutral {params.neutral:q} --variant {wildcards.variant:q} --system-prompt {input.system_prompt:q} --prompt {input.prompt:q} --text {params.text:q} --scale {params.scale:q} --emotion {params.emotion:q} --permutations {params.permutations:q} --flips {params.flips:q} --alpha {params.alpha:q} --max-items {params.max_items:q} --seed {params.seed:q} --outdir {params.outdir:q} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-chars {params.max_chars:q} --demographics {params.demographics:q} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log:q} 2>&1"
+        "splits probe empathy --source {wildcards.source:q} --input {params.data:q}"
+        " --group-set {wildcards.group_set:q} --group-sets-file {params.group_sets_file:q}"
+        " --variant {wildcards.variant:q} --variant-spec {params.variant:q}"
+        " --demographics {params.demographics:q} --model-spec {params.spec:q}"
+        " --cache {params.cache:q} --outdir {params.outdir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule probe_empathy_variants:
@@ -140,7 +122,8 @@ rule probe_empathy_variants:
     resources:
         mem_mb=500,
     shell:
-        "splits probe empathy-variants --summaries {input.summaries:q} --out {output.table:q} > {log:q} 2>&1"
+        "splits probe empathy-variants --summaries {input.summaries:q}"
+        " --out {output.table:q} > {log:q} 2>&1"
 
 
 rule probe_grasp:
@@ -174,19 +157,14 @@ rule probe_grasp:
     resources:
         mem_mb=4000,
     params:
-        columns=lambda w: probe_grasp_column_args(
-            PROBES["grasp"]["inputs"].get(w.name, {})
-        ),
-        min_raters=PROBES["grasp"]["min_raters"],
-        max_order=PROBES["grasp"]["max_order"],
-        permutations=PROBES["grasp"]["permutations"],
-        smoothing=PROBES["grasp"]["smoothing"],
-        fdr=PROBES["grasp"]["fdr"],
+        settings=settings_json(config, GraspSettings),
+        columns=lambda w: probe_grasp_column_args(PROBES["grasp"]["inputs"].get(w.name)),
         raters=lambda w, input: ["--raters", *input.raters] if input.raters else [],
-        seed=SEED,
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
     shell:
-        "splits probe grasp --ratings {input.ratings:q} {params.raters:q} {params.columns:q} --min-raters {params.min_raters:q} --max-order {params.max_order:q} --permutations {params.permutations:q} --smoothing {params.smoothing:q} --fdr {params.fdr:q} --seed {params.seed:q} --outdir {params.outdir:q} > {log:q} 2>&1"
+        "splits probe grasp --ratings {input.ratings:q} {params.raters:q}"
+        " {params.columns:q} --outdir {params.outdir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 # GRASP on LLM judges: each (TM, CM, k) of an evaluation experiment is a rater of the
@@ -226,16 +204,13 @@ rule probe_grasp_judges:
     resources:
         mem_mb=2000,
     params:
+        settings=settings_json(config, GraspJudgesSettings),
         kinds=probe_grasp_judge_kinds,
-        min_raters=PROBES_JUDGES_MIN_RATERS,
-        max_order=PROBES["grasp"]["max_order"],
-        permutations=PROBES["grasp"]["permutations"],
-        smoothing=PROBES["grasp"]["smoothing"],
-        fdr=PROBES["grasp"]["fdr"],
-        seed=SEED,
         outdir=lambda wildcards, output: str(Path(output.groups).parent),
     shell:
-        "splits probe grasp --judgments {input.judgments:q} --judge-kinds {params.kinds:q} --min-raters {params.min_raters:q} --max-order {params.max_order:q} --permutations {params.permutations:q} --smoothing {params.smoothing:q} --fdr {params.fdr:q} --seed {params.seed:q} --outdir {params.outdir:q} > {log:q} 2>&1"
+        "splits probe grasp --judgments {input.judgments:q}"
+        " --judge-kinds {params.kinds:q} --outdir {params.outdir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule probe_personalization:
@@ -261,28 +236,22 @@ rule probe_personalization:
     resources:
         mem_mb=2000,
     params:
+        settings=settings_json(
+            config, personalization_settings(PROBES["personalization"]["judge_model"])
+        ),
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name", "self_id_phrases"),
         data=probe_data_arg,
         spec=lambda w: model_spec_json(config, PROBES["personalization"]["model"]),
-        model=PROBES["personalization"]["model"],
-        tasks=json.dumps(PROBES["personalization"]["tasks"], sort_keys=True),
-        max_items=PROBES["personalization"]["max_items"],
-        min_similarity=PROBES["personalization"]["min_similarity"],
         judge=lambda wildcards, input: probe_judge_args(config, input.judge_prompt),
-        tau=PROBES["personalization"]["tau"],
-        flips=PROBES["personalization"]["flips"],
-        temperature=PROBES["personalization"]["temperature"],
-        max_tokens=PROBES["personalization"]["max_tokens"],
-        task_max_tokens=PROBES["personalization"]["task_max_tokens"],
-        max_chars=PROBES["max_chars"],
-        extra=json.dumps(PROBES["extra_groups"], sort_keys=True),
-        phrases=json.dumps(PROBES["group_phrases"], sort_keys=True),
-        seed=SEED,
         outdir=lambda wildcards, output: str(Path(output[0]).parent),
         cache=f"{RESULTS}/llm_cache.sqlite",
     shell:
-        "splits probe personalization --input {params.data:q} --rewrite-prompt {input.rewrite_prompt:q} --tasks {params.tasks:q} --max-items {params.max_items:q} --min-similarity {params.min_similarity:q} {params.judge:q} --tau {params.tau:q} --flips {params.flips:q} --task-max-tokens {params.task_max_tokens:q} --seed {params.seed:q} --outdir {params.outdir:q} --model {params.model:q} --model-spec {params.spec:q} --cache {params.cache:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-chars {params.max_chars:q} --demographics {params.demographics:q} --extra-groups {params.extra:q} --group-phrases {params.phrases:q} > {log:q} 2>&1"
+        "splits probe personalization --input {params.data:q}"
+        " --rewrite-prompt {input.rewrite_prompt:q} {params.judge:q}"
+        " --demographics {params.demographics:q} --model-spec {params.spec:q}"
+        " --cache {params.cache:q} --outdir {params.outdir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 # Reference-data probes (Dreaddit, crowd-enVent, DICES-350); needs probes.reference_dir.

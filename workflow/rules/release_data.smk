@@ -21,8 +21,10 @@ rule release_topic_posts:
         mem_mb=4000,
     params:
         dataset=RELEASE_DATA["path"],
-        picks=release_data_args(),
-        salt_env=config["export"]["salt_env"],
+        settings=settings_json(config, ReleaseDataSettings),
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
     shell:
-        "POLARS_MAX_THREADS={threads} splits release-data topic-posts --dataset {params.dataset:q} --topics-file {input.topics:q} {params.picks:q} --salt-env {params.salt_env:q} --out {output.topic_posts:q} --report {output.report:q} --health {output.health:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits release-data topic-posts"
+        " --dataset {params.dataset:q} --topics-file {input.topics:q}"
+        " --out {output.topic_posts:q} --report {output.report:q}"
+        " --health {output.health:q} --settings {params.settings:q} > {log:q} 2>&1"

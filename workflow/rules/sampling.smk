@@ -19,11 +19,13 @@ rule sample_quadruplets:
     resources:
         mem_mb=4000,
     params:
-        k=config["sampling"]["k"],
-        seed=SEED,
+        settings=settings_json(config, SampleSettings),
         members=sampling_members_args,
     shell:
-        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q} --k {params.k:q} --seed {params.seed:q} --out {output.quadruplets:q} --summary {output.summary:q} --health {output.health:q} {params.members:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits sample --topic-posts {input.topic_posts:q}"
+        " --out {output.quadruplets:q} --summary {output.summary:q}"
+        " --health {output.health:q} {params.members:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule export_dataset:
@@ -48,16 +50,11 @@ rule export_dataset:
     resources:
         mem_mb=4000,
     params:
-        k=config["sampling"]["k"],
-        salt_env=config["export"]["salt_env"],
-        post_ids=config["export"]["post_ids"],
+        settings=settings_json(config, ExportSettings),
+        # the export re-runs when the salt changes; the salt itself stays out of params
         salt_fingerprint=EXPORT_SALT_FINGERPRINT,
-        card=[
-            arg
-            for key in ("license", "source")
-            if config["export"][key]
-            for arg in (f"--{key}", config["export"][key])
-        ],
         out_dir=lambda wildcards, output: str(Path(output.card).parent),
     shell:
-        "splits export --quadruplets {input.quadruplets:q} --topic-posts {input.topic_posts:q} --k {params.k:q} --salt-env {params.salt_env:q} --post-ids {params.post_ids:q} --out-dir {params.out_dir:q} {params.card:q} > {log:q} 2>&1"
+        "splits export --quadruplets {input.quadruplets:q}"
+        " --topic-posts {input.topic_posts:q} --out-dir {params.out_dir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"

@@ -27,11 +27,12 @@ checkpoint topic_shards:
     resources:
         mem_mb=topic_shard_mem_mb,
     params:
-        shard_posts=config["topics"]["shard_posts"],
-        shard_mb=config["topics"]["shard_mb"],
-        seed_posts=config["topics"]["seed_subreddit_posts"],
+        settings=settings_json(config, TopicShardsSettings),
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits shard --demographic-posts {input.posts:q} --thresholds {input.thresholds:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --shard-posts {params.shard_posts:q} --shard-mb {params.shard_mb:q} --out-dir {output:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits shard"
+        " --demographic-posts {input.posts:q} --thresholds {input.thresholds:q}"
+        " --demographics-file {input.demographics:q} --out-dir {output:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule topic_shard_stats:
@@ -50,9 +51,11 @@ rule topic_shard_stats:
     resources:
         mem_mb=topic_shard_mem_mb,
     params:
-        index=config["topics"]["index"],
+        settings=settings_json(config, TopicShardStatsSettings),
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits stats --shard {input.shard:q} --index {params.index:q} --out-vocab {output.vocab:q} --out-counts {output.counts:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits stats --shard {input.shard:q}"
+        " --out-vocab {output.vocab:q} --out-counts {output.counts:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule topic_global_stats:
@@ -72,7 +75,9 @@ rule topic_global_stats:
     resources:
         mem_mb=4000,
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits global-stats --vocab {input.vocab:q} --counts {input.counts:q} --topics-file {input.topics:q} --out {output:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits global-stats"
+        " --vocab {input.vocab:q} --counts {input.counts:q}"
+        " --topics-file {input.topics:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule topic_shard_score:
@@ -92,10 +97,11 @@ rule topic_shard_score:
     resources:
         mem_mb=topic_shard_mem_mb,
     params:
-        top_k=config["topics"]["top_k"],
-        bm25=topic_bm25_args(),
+        settings=settings_json(config, TopicShardScoreSettings),
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard:q} --global-stats {input.stats:q} --topics-file {input.topics:q} --top-k {params.top_k:q} {params.bm25:q} --out {output:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard:q}"
+        " --global-stats {input.stats:q} --topics-file {input.topics:q} --out {output:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule topic_splits:
@@ -121,13 +127,16 @@ rule topic_splits:
     resources:
         mem_mb=topic_merge_mem_mb,
     params:
-        top_k=config["topics"]["top_k"],
-        drop_fraction=config["topics"]["drop_fraction"],
         demographics=DEMOGRAPHIC_KEYS,
-        k=config["sampling"]["k"],
-        seed_posts=config["topics"]["seed_subreddit_posts"],
+        settings=settings_json(config, TopicMergeSettings),
     shell:
-        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits:q} --shards {input.shards:q} --demographics {params.demographics:q} --topics-file {input.topics:q} --demographics-file {input.demographics:q} --seed-subreddit-posts {params.seed_posts:q} --k {params.k:q} --top-k {params.top_k:q} --drop-fraction {params.drop_fraction:q} --out-topics {output.topics:q} --out-topic-posts {output.topic_posts:q} --out-counts {output.counts:q} --out-retrieval {output.retrieval:q} --out-seed-share {output.seed_share:q} --out-health {output.health:q} > {log:q} 2>&1"
+        "POLARS_MAX_THREADS={threads} splits topic-splits merge --hits {input.hits:q}"
+        " --shards {input.shards:q} --demographics {params.demographics:q}"
+        " --topics-file {input.topics:q} --demographics-file {input.demographics:q}"
+        " --out-topics {output.topics:q} --out-topic-posts {output.topic_posts:q}"
+        " --out-counts {output.counts:q} --out-retrieval {output.retrieval:q}"
+        " --out-seed-share {output.seed_share:q} --out-health {output.health:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 # Not in the default DAG: snakemake results/topics/generated_topics.yaml (needs topics.generate.model).
@@ -147,13 +156,10 @@ rule generate_topics:
     threads: 1
     params:
         spec=generate_topics_model_spec,
-        model=config["topics"]["generate"]["model"],
-        categories=generate_topics_categories_args(config),
-        n_categories=config["topics"]["generate"]["n_categories"],
-        n_topics=config["topics"]["generate"]["n_topics"],
-        n_keywords=config["topics"]["generate"]["n_keywords"],
-        max_tokens=config["topics"]["generate"]["max_tokens"],
-        seed=SEED,
+        settings=settings_json(config, GenerateTopicsSettings),
         cache=f"{RESULTS}/topics/generate_topics_cache.sqlite",
     shell:
-        "splits generate-topics --model-spec {params.spec:q} --model {params.model:q} {params.categories:q} --n-categories {params.n_categories:q} --n-topics {params.n_topics:q} --n-keywords {params.n_keywords:q} --max-tokens {params.max_tokens:q} --seed {params.seed:q} --prompt-categories {input.categories:q} --prompt-topics {input.topics:q} --prompt-keywords {input.keywords:q} --cache {params.cache:q} --out {output:q} > {log:q} 2>&1"
+        "splits generate-topics --model-spec {params.spec:q}"
+        " --prompt-categories {input.categories:q} --prompt-topics {input.topics:q}"
+        " --prompt-keywords {input.keywords:q} --cache {params.cache:q} --out {output:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"

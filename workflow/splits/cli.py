@@ -1,7 +1,8 @@
 """The `splits` command: one subcommand per pipeline stage.
 
-Each stage module defines ``configure_parser(parser)`` and ``run(args) -> int``; this file only
-maps subcommand names to modules and imports a module when its subcommand is used, so that
+Each stage module defines ``configure_parser(parser)`` and ``run(args) -> int`` (or, for a stage
+family's ``cli`` module with several subcommands, a table ``SUBCOMMANDS`` of subcommand ->
+(configure_parser, run)); this file only maps subcommand names to modules and imports a module when its subcommand is used, so that
 ``splits ingest --help`` does not pay for importing torch.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import resource
 import sys
 import time
@@ -47,18 +49,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "interactive (or replayed) seed-set expansion over the neighbour lists",
     ),
     "groupness": (
-        "splits.demographics.groupness",
+        "splits.demographics.cli",
         "per-demographic users, D_d posts, group-ness and percentiles",
     ),
     "selfid": (
-        "splits.demographics.selfid",
+        "splits.demographics.cli",
         "self-ID phrase search, verification, curves and thresholds",
     ),
-    "generate-topics": ("splits.topics.generate", "generate a neutral topic list through an LLM"),
-    "topic-splits": ("splits.topics.retrieval", "BM25 retrieval of topic posts per demographic"),
-    "sample": ("splits.sampling.draw", "sample Group Theorization quadruplets and validate them"),
+    "generate-topics": (
+        "splits.topics.generate_cli",
+        "generate a neutral topic list through an LLM",
+    ),
+    "topic-splits": ("splits.topics.cli", "BM25 retrieval of topic posts per demographic"),
+    "sample": ("splits.sampling.cli", "sample Group Theorization quadruplets and validate them"),
     "export": (
-        "splits.sampling.export",
+        "splits.sampling.cli",
         "export the dataset (Parquet, dataset card, hashed authors, counts)",
     ),
     "theorize": ("splits.evaluation.cli.theorize", "theory-model (TM) stage"),
@@ -79,7 +84,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "human": ("splits.evaluation.cli.human", "human-validation annotation sheets and scores"),
     "release-data": (
-        "splits.release_data.load",
+        "splits.release_data.cli",
         "the authors' Hugging Face dataset (ecaplan/splits, a local copy) as the pipeline's tables",
     ),
     "hypotheses": (
@@ -96,6 +101,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.llm.serve",
         "a model's shared OpenAI-compatible server (served mode, llm.serve; started by the jobs)",
     ),
+}
+
+
+# subcommand -> environment variables set before its module is imported (the one place the
+# package writes the environment: library code never does)
+ENVIRONMENT: dict[str, dict[str, str]] = {
+    "sandbox": {"GRADIO_ANALYTICS_ENABLED": "False"},  # no analytics, no version check
 }
 
 
@@ -138,14 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_functions(module, command: str):
+    """(configure_parser, run) of ``command`` in its module."""
+    table = getattr(module, "SUBCOMMANDS", None)
+    if table is not None:
+        return table[command]
+    return module.configure_parser, module.run
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = build_parser()
     known, rest = top.parse_known_args(argv)
     module_name, help_text = COMMANDS[known.command]
+    os.environ.update(ENVIRONMENT.get(known.command, {}))
     module = importlib.import_module(module_name)
+    configure_parser, run = command_functions(module, known.command)
     parser = Parser(prog=f"splits {known.command}", description=help_text)
-    module.configure_parser(parser)
+    configure_parser(parser)
     args = parser.parse_args(rest)
     logging.basicConfig(
         level=logging.DEBUG if known.verbose else logging.INFO,
@@ -157,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         check_inputs(args)  # a damaged or unreadable input: one line naming it (splits.filecheck)
-        status = int(module.run(args) or 0)
+        status = int(run(args) or 0)
     except OSError as err:  # a full disk, a refused write: one line naming the path
         found = find_damaged(args) if is_data_error(err) else None
         if found is not None:  # pyarrow's decompression errors are OSErrors with no number

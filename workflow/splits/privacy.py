@@ -7,34 +7,44 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Mapping
 
 import polars as pl
 
 from splits.errors import ConfigError
 
-DEFAULT_SALT_ENV = "SPLITS_SALT"
 DEVELOPMENT_SALT = "splits-development-salt-not-secret"
 HASH_HEX_DIGITS = 16
 
 
-def resolve_salt(salt_env: str = DEFAULT_SALT_ENV) -> tuple[str, bool]:
-    """(salt, is_development_salt) from the environment variable ``salt_env``."""
+def resolve_salt(salt_env: str) -> tuple[str, bool]:
+    """(salt, is_development_salt) from the environment variable ``salt_env`` (config
+    ``export.salt_env``)."""
     value = os.environ.get(salt_env, "")
     if value:
         return value, False
     return DEVELOPMENT_SALT, True
 
 
-def salt_fingerprint_for_jobs(salt_env: str, config_salt: str | None) -> str:
-    """A short hash of the salt the export job will use, for that job's params: the export
-    re-runs when the salt changes, while the salt stays out of params, logs and command lines.
+def config_salt_environment(export: dict, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment entry through which a config ``export.salt`` reaches the jobs:
+    ``{export.salt_env: export.salt}`` when the salt is set and that variable is not (the
+    variable wins), else nothing. The environment is what Snakemake hands to local and cluster
+    jobs alike without writing it anywhere; the Snakefile (an entry point) sets it, nothing else
+    writes the environment."""
+    salt_env, config_salt = export["salt_env"], export.get("salt")
+    if config_salt and not environ.get(salt_env):
+        return {salt_env: config_salt}
+    return {}
 
-    A config ``export.salt`` reaches the job through the environment variable ``salt_env`` when
-    that variable is unset (the variable wins). The environment is what Snakemake hands to local
-    and cluster jobs alike without writing it anywhere, so the workflow's own process sets it."""
-    if config_salt and not os.environ.get(salt_env):
-        os.environ[salt_env] = config_salt
-    salt = os.environ.get(salt_env, "")
+
+def salt_fingerprint_for_jobs(
+    salt_env: str, config_salt: str | None, environ: Mapping[str, str] = os.environ
+) -> str:
+    """A short hash of the salt the export job will use (the variable's, or else the config's:
+    :func:`config_salt_environment`), for that job's params: the export re-runs when the salt
+    changes, while the salt stays out of params, logs and command lines."""
+    salt = environ.get(salt_env, "") or config_salt or ""
     if not salt:
         return "development-salt"
     return hashlib.sha256(f"splits-export-salt:{salt}".encode()).hexdigest()[:12]

@@ -5,12 +5,12 @@ For one demographic d with seed set S_d:
 - U_d: users with at least one post in a seed subreddit of S_d (subreddit names compare
   case-insensitively; seeds that do not occur in the posts are counted in the report);
 - known bots (a shipped list, ``AutoModerator``, ``[deleted]``) are dropped, then the top
-  ``top_user_fraction`` (default 1%) of the remaining users by number of posts in D_d (spam,
+  ``demographics.top_user_fraction`` of the remaining users by number of posts in D_d (spam,
   unknown bots; ties broken by author name so the cut is deterministic);
 - D_d: every post of the remaining users in any KEPT subreddit of the graph stage;
 - group-ness g(u) from c(u, s) = posts of u in seed subreddit s, under three formulas
-  (``sum_log`` is the default; all three are kept in the users table so the self-ID stage can
-  compare them):
+  (``demographics.groupness`` picks the one used downstream; all three are kept in the users
+  table so the self-ID stage can compare them):
   ``sum_log``          g = sum_s log(1 + c(u,s))
   ``breadth_x_volume`` g = |{s : c(u,s) > 0}| * log(1 + sum_s c(u,s))
   ``entropy``          g = log(1 + sum_s c(u,s)) * exp(H(c(u,.) / sum_s c(u,s)))
@@ -21,7 +21,6 @@ For one demographic d with seed set S_d:
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import logging
 import math
@@ -31,14 +30,14 @@ from pathlib import Path
 import polars as pl
 
 from splits.config.definitions import Demographic, load_demographics
+from splits.demographics.settings import GroupnessSettings
 from splits.errors import ConfigError
-from splits.health import Finding, log_findings, write_findings
-from splits.io import scan_posts, write_json, write_parquet, write_sorted_parquet
+from splits.health import Finding, log_findings
+from splits.io import write_sorted_parquet
 
 log = logging.getLogger(__name__)
 
 FORMULAS = ("sum_log", "breadth_x_volume", "entropy")
-DEFAULT_FORMULA = "sum_log"
 ALWAYS_BOTS = ("automoderator", "[deleted]")
 SCORE_DECIMALS = 9
 SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
@@ -148,11 +147,12 @@ def build_users(
     posts: pl.LazyFrame,
     kept_subreddits: list[str],
     demographic: Demographic,
-    bots: frozenset[str] = frozenset(ALWAYS_BOTS),
-    formula: str = DEFAULT_FORMULA,
-    top_user_fraction: float = 0.01,
+    bots: frozenset[str],
+    settings: GroupnessSettings,
 ) -> GroupnessResult:
-    """The users table of one demographic (see the module docstring for every step)."""
+    """The users table of one demographic (see the module docstring for every step); ``bots``:
+    :func:`read_bots`."""
+    formula, top_user_fraction = settings.groupness, settings.top_user_fraction
     if formula not in FORMULAS:
         raise ConfigError(
             f"demographics.groupness: unknown formula {formula!r} (one of {FORMULAS})"
@@ -292,66 +292,3 @@ def find_demographic(path: str | Path, key: str) -> Demographic:
         if demographic.key == key:
             return demographic
     raise ConfigError(f"{path}: no demographic {key!r} (have {[d.key for d in demographics]})")
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--posts", nargs="+", required=True, help="cleaned posts Parquet files")
-    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
-    parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
-    parser.add_argument("--demographic", required=True, help="demographic key")
-    parser.add_argument(
-        "--formula",
-        choices=FORMULAS,
-        default=DEFAULT_FORMULA,
-        help="group-ness formula of a user's posts in the seed subreddits",
-    )
-    parser.add_argument(
-        "--top-user-fraction",
-        type=float,
-        default=0.01,
-        help="share of the most active users dropped as likely bots",
-    )
-    parser.add_argument("--bots", default=None, help="known-bot list (one name per line)")
-    parser.add_argument(
-        "--out-users", required=True, help="users with their group-ness and percentile (Parquet)"
-    )
-    parser.add_argument("--out-posts", required=True, help="the demographic's posts D_d (Parquet)")
-    parser.add_argument(
-        "--out-report", required=True, help="counts of kept and dropped users and posts (JSON)"
-    )
-    parser.add_argument("--health", help="run-health findings (JSON; splits.health)")
-
-
-def run(args: argparse.Namespace) -> int:
-    demographic = find_demographic(args.demographics, args.demographic)
-    for p in args.posts:
-        if not Path(p).exists():
-            raise ConfigError(f"--posts: {p} does not exist")
-    posts = scan_posts(list(args.posts))
-    kept = kept_subreddits(args.subreddits)
-    result = build_users(
-        posts,
-        kept,
-        demographic,
-        bots=read_bots(args.bots),
-        formula=args.formula,
-        top_user_fraction=args.top_user_fraction,
-    )
-    write_parquet(result.users, args.out_users)
-    n_posts = write_demographic_posts(demographic_posts(posts, result.users, kept), args.out_posts)
-    result.report["posts"] = int(n_posts)
-    write_json(result.report, args.out_report)
-    if args.health:
-        write_findings(args.health, result.findings)
-    log.info(
-        "%s: %d users, %d posts in D_d (dropped %d bots, %d top users)",
-        demographic.key,
-        result.users.height,
-        n_posts,
-        result.report["dropped_known_bots"],
-        result.report["dropped_top_users"],
-    )
-    return 0

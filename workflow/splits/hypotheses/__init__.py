@@ -7,6 +7,8 @@ A hypothesis claims "on topic t, group A uses lexicon L more than group B". Modu
 - ``lift``: lift@k, hypergeometric p, the confidence interval and the release's null band;
 - ``triviality``: SubspaceBERTScore recall against the group's identity words (encoders);
 - ``sources``: hypotheses of the sample corpus, of the TMs' theories and of an LLM generator;
+- ``sets``: the set jobs as plain functions (build a set from its source, write it);
+- ``settings``: one settings class per rule (from the ``hypotheses`` config section);
 - ``table``: the run's table (Benjamini-Hochberg q, the two-stage filter) and its plots;
 - ``engine``: one reusable query function over prebuilt pool indexes (for interactive use);
 - ``cli``: ``splits hypotheses <action>``.

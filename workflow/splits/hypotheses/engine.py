@@ -1,6 +1,7 @@
 """One query function over prebuilt pool indexes, for interactive use (a notebook, the sandbox).
 
-    engine = HypothesisEngine("results/topics/topic_posts.parquet", LiftSettings(seed=...))
+    settings = settings_from_config(LiftSettings, load_config("config/config.yaml"))
+    engine = HypothesisEngine("results/topics/topic_posts.parquet", settings)
     result = engine.query(["finna", "on god"], "Hip-Hop/Rap Music", "black", "jewish", "black")
     result.rows      # lift@k, interval, p, null band per k fraction
     result.posts     # the top of the ranked list with matched character spans
@@ -22,9 +23,10 @@ import numpy as np
 import polars as pl
 
 from splits.hypotheses.lexicon import canonical_lexicon
-from splits.hypotheses.lift import LiftSettings, lift_statistics, pool_index, ranked_counts
-from splits.hypotheses.release import RELEASE, release_counts, release_list
+from splits.hypotheses.lift import lift_statistics, pool_index, ranked_counts
+from splits.hypotheses.release import release_counts, release_list
 from splits.hypotheses.retrieval import PoolIndex, Ranking, matched_spans, pools_of_topic
+from splits.hypotheses.settings import RELEASE, LiftSettings
 from splits.hypotheses.triviality import (
     Encoder,
     covered_identity_words,
@@ -33,6 +35,7 @@ from splits.hypotheses.triviality import (
 )
 from splits.stats import benjamini_hochberg
 
+TOP_POSTS = 20  # retrieved posts a query returns unless told
 VECTOR_CACHE_TEXTS = 1024  # encoded texts kept for triviality (identity words, lexicons)
 
 
@@ -58,7 +61,7 @@ class HypothesisEngine:
     def __init__(
         self,
         topic_posts: str | Path | pl.DataFrame | pl.LazyFrame,
-        settings: LiftSettings | None = None,
+        settings: LiftSettings,
         identity_words: Mapping[str, Sequence[str]] | None = None,
         encoder: Encoder | None = None,
         max_pools: int = 32,
@@ -82,7 +85,7 @@ class HypothesisEngine:
         ).collect()
         self.topics = [t for t in names["topic"][0] if t is not None]
         self.demographics = [d for d in names["demographic"][0] if d is not None]
-        self.settings = settings or LiftSettings()
+        self.settings = settings
         self.identity_words = dict(identity_words or {})
         self.encoder = encoder
         self.max_pools = max_pools
@@ -111,12 +114,10 @@ class HypothesisEngine:
         pool = pools[(a, b)]
         if not pool.is_a.any() or pool.is_a.all():
             raise QueryError(f"{topic}: the pool of {a} and {b} lacks posts of one group")
-        if self.settings.retrieval.is_default:
-            self._pools[key] = PoolIndex(pool)
-        else:
-            if self._analyzer is None:
-                self._analyzer = self.settings.retrieval.make_analyzer()
-            self._pools[key] = pool_index(pool, self.settings.retrieval, self._analyzer)
+        retrieval = self.settings.retrieval
+        if self._analyzer is None and not retrieval.is_default:
+            self._analyzer = retrieval.make_analyzer()
+        self._pools[key] = pool_index(pool, retrieval, self._analyzer)
         while len(self._pools) > self.max_pools:
             self._pools.popitem(last=False)
         return self._pools[key]
@@ -128,7 +129,7 @@ class HypothesisEngine:
         group_a: str,
         group_b: str,
         target: str,
-        top_posts: int = 20,
+        top_posts: int = TOP_POSTS,
     ) -> QueryResult:
         if not canonical_lexicon(lexicon):
             raise QueryError("the lexicon has no entry with a letter or digit")

@@ -82,8 +82,8 @@ def query_text(lexicon: Iterable[str]) -> str:
 class Limits:
     """Bounds on a lexicon (hypotheses.max_entries, hypotheses.max_phrase_tokens)."""
 
-    max_entries: int = 50
-    max_phrase_tokens: int = 6
+    max_entries: int
+    max_phrase_tokens: int
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class Cleaner:
         self,
         topics: Iterable[str],
         demographics: Iterable[str],
-        limits: Limits = Limits(),
+        limits: Limits,
         default_source: str = "user",
     ):
         self.topics = set(topics)

@@ -33,13 +33,9 @@ import polars as pl
 from scipy import special, stats
 
 from splits.hypotheses.lexicon import Hypothesis
-from splits.hypotheses.release import (
-    RELEASE,
-    RetrievalSettings,
-    release_counts,
-    release_list,
-)
+from splits.hypotheses.release import release_counts, release_list
 from splits.hypotheses.retrieval import PoolIndex, depth, list_length, pools_of_topic
+from splits.hypotheses.settings import RELEASE, LiftSettings, RetrievalSettings
 from splits.stats import clopper_pearson
 
 log = logging.getLogger(__name__)
@@ -179,20 +175,12 @@ def lift_statistics(hits, n, target_in_list, list_size, alpha: float) -> dict[st
 # --------------------------------------------------------------------------- one ranked list
 
 
-@dataclass(frozen=True)
-class LiftSettings:
-    k_fractions: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.10)
-    list_size: int | None = None  # None: the whole pool
-    alpha: float = 0.05
-    seed: int = 0
-    retrieval: RetrievalSettings = RetrievalSettings()
-
-
 def pool_index(pool, retrieval: RetrievalSettings, analyzer=None) -> PoolIndex:
-    """The pool's index under the retrieval settings (default: rank_bm25's BM25, words)."""
+    """The pool's index under the retrieval settings (robertson with words: rank_bm25's BM25
+    computed by the index itself; another variant or analyzer: ``splits.retrieval.bm25``)."""
     if retrieval.is_default:
-        return PoolIndex(pool)
-    return PoolIndex(pool, params=retrieval.bm25, analyzer=analyzer)
+        return PoolIndex(pool, retrieval.bm25)
+    return PoolIndex(pool, retrieval.bm25, analyzer=analyzer)
 
 
 def depth_counts(
@@ -379,3 +367,27 @@ def lift_frame(rows: Sequence[dict], alpha: float) -> pl.DataFrame:
         column[defined] = values
         frame = frame.with_columns(pl.Series(name, column).fill_nan(None))
     return frame.select([pl.col(c).cast(t) for c, t in LIFT_COLUMNS.items()])
+
+
+def lift_report(n_hypotheses: int, result: SetResult, frame: pl.DataFrame, settings) -> dict:
+    """The lift job's report: what was scored and skipped, and the retrieval that ranked."""
+    retrieval = settings.retrieval
+    bm25 = retrieval.bm25
+    return {
+        "hypotheses": n_hypotheses,
+        "hypotheses_with_rows": frame["hypothesis_id"].n_unique() if frame.height else 0,
+        "rows": frame.height,
+        "pools": result.pools,
+        "posts_left_out_in_both_groups": result.posts_in_both_groups,
+        "skipped": dict(sorted(result.skipped.items())),
+        "retrieval": {
+            "mode": retrieval.mode,
+            "bm25": bm25.method,
+            "k1": bm25.k1,
+            "b": bm25.b,
+            "delta": bm25.delta,
+            "analyzer": retrieval.analyzer,
+            "max_tokens": retrieval.max_tokens,
+            "doc_count": retrieval.doc_count if retrieval.mode == RELEASE else None,
+        },
+    }

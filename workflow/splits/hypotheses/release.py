@@ -28,59 +28,11 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from splits.errors import ConfigError
-from splits.retrieval.analyzers import RELEASE_MAX_TOKENS, WORDS, make_analyzer
-from splits.retrieval.bm25 import LUCENE, ROBERTSON, BM25Params, anserini_display, anserini_order
-
-PROJECT, RELEASE = "project", "release"
-MODES = (PROJECT, RELEASE)
-RELEASE_DOC_COUNT = 1000  # core_logic.query_bm25_index's default
-
-
-@dataclass(frozen=True)
-class RetrievalSettings:
-    """``hypotheses.retrieval``: the mode, the BM25 variant (method None: the mode's, robertson
-    for project and lucene for release), the analyzer and the release's list length."""
-
-    mode: str = PROJECT
-    method: str | None = None
-    k1: float | None = None
-    b: float | None = None
-    delta: float = 0.5
-    analyzer: str = WORDS
-    vocab: str | None = None
-    max_tokens: int | None = RELEASE_MAX_TOKENS
-    doc_count: int = RELEASE_DOC_COUNT
-    bm25: BM25Params = field(init=False)
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise ConfigError(f"hypotheses.retrieval.mode: unknown value {self.mode!r}")
-        method = self.method or (LUCENE if self.mode == RELEASE else ROBERTSON)
-        if self.mode == RELEASE and method != LUCENE:
-            raise ConfigError(
-                "hypotheses.retrieval.method: release mode scores with Lucene's BM25 (lucene, "
-                "or null)"
-            )
-        if self.doc_count < 1:
-            raise ConfigError("hypotheses.retrieval.doc_count: must be at least 1")
-        object.__setattr__(self, "bm25", BM25Params(method, self.k1, self.b, self.delta))
-        if self.analyzer != WORDS and self.bm25.method == ROBERTSON:
-            raise ConfigError(
-                "hypotheses.retrieval.analyzer: another analyzer than words needs another BM25 "
-                "method than robertson (e.g. lucene)"
-            )
-
-    @property
-    def is_default(self) -> bool:
-        return self.mode == PROJECT and self.bm25.method == ROBERTSON
-
-    def make_analyzer(self):
-        return make_analyzer(self.analyzer, self.vocab, self.max_tokens)
+from splits.retrieval.bm25 import LUCENE, anserini_display, anserini_order
 
 
 def release_query_string(keywords: Sequence[str]) -> str:

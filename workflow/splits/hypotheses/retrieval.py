@@ -5,9 +5,10 @@ both groups (its author is above both thresholds) is left out, since it is evide
 One index per pool holds every post's tokens in order (lowercase letter/digit runs, stop words
 kept) with a separator after each post, so a phrase never spans two posts.
 
-Scoring is BM25 Okapi as in ``rank_bm25.BM25Okapi`` and the topic splits (k1 = 1.5, b = 0.75,
-idf = log(N - df + 0.5) - log(df + 0.5), negative idf replaced by epsilon x the mean idf over the
-pool's vocabulary, epsilon = 0.25). A lexicon is an OR of its entries (Lucene's scoring of a
+Scoring is BM25 Okapi as in ``rank_bm25.BM25Okapi`` and the topic splits (k1 and b from
+``hypotheses.retrieval``, null: robertson's 1.5 and 0.75; idf = log(N - df + 0.5) - log(df +
+0.5), negative idf replaced by epsilon x the mean idf over the pool's vocabulary, epsilon =
+0.25). A lexicon is an OR of its entries (Lucene's scoring of a
 query of quoted phrases joined by OR, which the 2026 release runs):
 
 - a one-token entry is a term: its contribution to a post is idf(t) x tf (k1 + 1) / (tf + k1 (1 -
@@ -36,10 +37,14 @@ import polars as pl
 
 from splits.hypotheses.lexicon import canonical_lexicon, entry_tokens, query_text
 from splits.retrieval.analyzers import Analyzer
-from splits.retrieval.bm25 import ROBERTSON, BM25Params, BM25Scorer, merge_clauses
+from splits.retrieval.bm25 import (
+    ROBERTSON,
+    BM25Params,
+    BM25Scorer,
+    merge_clauses,
+)
 from splits.retrieval.phrases import PositionalIndex
 from splits.text import WORD_RE
-from splits.topics.retrieval import EPSILON, K1, B
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -123,17 +128,17 @@ class PoolIndex:
     def __init__(
         self,
         pool: Pool,
-        k1: float = K1,
-        b: float = B,
-        epsilon: float = EPSILON,
-        params: BM25Params | None = None,
+        params: BM25Params,
         analyzer: Analyzer | None = None,
     ):
-        """``params``: another BM25 variant than rank_bm25's (``splits.retrieval.bm25``);
-        ``analyzer``: the tokens of posts and entries (default: lowercase letter/digit runs)."""
+        """``params``: the BM25 variant and its k1, b and epsilon (``hypotheses.retrieval``'s,
+        ``RetrievalSettings.bm25``). Robertson's is computed by the index itself (rank_bm25's
+        float operations), another method's by ``splits.retrieval.bm25``'s scorer. ``analyzer``: the tokens of posts and entries
+        (default: lowercase letter/digit runs)."""
         if pool.size == 0:
             raise ValueError(f"pool {pool.topic!r} {pool.group_a}/{pool.group_b} has no posts")
         self.pool = pool
+        k1, b, epsilon = params.k1, params.b, params.epsilon
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.analyzer = analyzer
         # word positions (the phrase matcher shared with the topic splits): term ids by first
@@ -182,7 +187,7 @@ class PoolIndex:
         self.term_weight = tf * (k1 + 1) / (tf + self.length_norm[self.term_post])
         self.term_tf = tf
         self.scorer = None
-        if params is not None and params.method != ROBERTSON:
+        if params.method != ROBERTSON:
             self.scorer = BM25Scorer(params, doc_len, doc_freq)
         self.doc_keys = np.array([hash64(str(p)) for p in pool.post_ids], dtype=np.uint64)
 

@@ -35,7 +35,7 @@ import polars as pl
 
 from splits.errors import ConfigError
 from splits.evaluation.common import load_template, one_line
-from splits.hypotheses.lexicon import Cleaner, entry_tokens, stable_id
+from splits.hypotheses.lexicon import Cleaner, Limits, entry_tokens, stable_id
 from splits.llm.base import Request, SamplingParams
 from splits.text import STOP_WORDS
 
@@ -335,13 +335,13 @@ def clean_records(
     records: Sequence[Mapping[str, Any]],
     topics: Sequence[str],
     demographics: Sequence[str],
-    cleaner_kwargs: Mapping[str, Any],
+    limits: Limits,
     id_prefix: str,
     where: str,
     default_source: str = "user",
 ):
     """Cleaned hypotheses of ``records``; a ConfigError naming ``where`` when none is left."""
-    cleaner = Cleaner(topics, demographics, default_source=default_source, **cleaner_kwargs)
+    cleaner = Cleaner(topics, demographics, limits, default_source=default_source)
     result = cleaner.add_all(records, id_prefix)
     if not result.hypotheses:
         raise ConfigError(

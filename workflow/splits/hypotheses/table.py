@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from splits.errors import ConfigError
 from splits.stats import benjamini_hochberg
 
 log = logging.getLogger(__name__)
@@ -259,3 +260,51 @@ def plot_stages(counts: pl.DataFrame, k: float, path: Path) -> None:
     ax.legend(fontsize=8, frameon=False)
     _save(fig, path)
     plt.close(fig)
+
+
+# --------------------------------------------------------------------------- the run's jobs
+
+#: hypotheses drawn in the lift@k curves
+CURVES_TOP = 8
+
+
+def run_table(lift_paths, triviality_paths, set_paths, settings):
+    """The run's table, the hypotheses passing both stages (as CSV rows) and the stage counts,
+    from every set's lift, triviality and set files (``settings``: ``TableSettings``)."""
+    if not len(lift_paths) == len(triviality_paths) == len(set_paths):
+        raise ConfigError("hypotheses table: give one --lift, --triviality and --sets per set")
+    thresholds = settings.triviality_thresholds
+    lift = pl.concat([pl.read_parquet(p) for p in lift_paths], how="vertical_relaxed")
+    triviality = pl.concat([pl.read_parquet(p) for p in triviality_paths])
+    notes = pl.concat([pl.read_parquet(p, columns=["hypothesis_id", "note"]) for p in set_paths])
+    if lift.is_empty():
+        raise ConfigError(
+            "hypotheses: no hypothesis could be evaluated (see the lift reports under "
+            "results/hypotheses/lift/)"
+        )
+    table = build_table(lift, triviality)
+    survivors = filtered(table, notes, settings.alpha, thresholds)
+    log.info(
+        "%d rows of %d hypotheses; %d rows pass both stages (q < %g, triviality < %g)",
+        table.height,
+        table["hypothesis_id"].n_unique(),
+        survivors.height,
+        settings.alpha,
+        max(thresholds),
+    )
+    survivors = survivors.with_columns(
+        pl.col("lexicon").list.join("; "),
+        pl.col("identity_words_covered").list.join("; "),
+    )
+    return table, survivors, stage_counts(table, settings.alpha, thresholds)
+
+
+def draw_report(table, counts, settings, scatter: Path, curves: Path, stages: Path) -> None:
+    """The three plots of the run's table (``settings``: ``ReportSettings``)."""
+    k = settings.report_k
+    fractions = sorted(set(table["k_fraction"].to_list()))
+    if not any(abs(f - k) < 1e-12 for f in fractions):
+        raise ConfigError(f"hypotheses.report_k: {k:g} is not one of the k fractions {fractions}")
+    plot_scatter(table, k, settings.alpha, settings.triviality_thresholds, scatter)
+    plot_curves(table, top_hypotheses(table, k, settings.alpha, CURVES_TOP), curves)
+    plot_stages(counts, k, stages)

@@ -34,12 +34,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import polars as pl
 import yaml
 from threadpoolctl import threadpool_limits
 
 from splits.config.definitions import load_demographics
 from splits.errors import ConfigError
 from splits.hypotheses.lexicon import entry_tokens
+from splits.llm.devices import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +153,10 @@ class TransformersEncoder:
         self.name = name
         self.spec = dict(spec)
         self.batch_size = int(spec.get("batch_size") or 32)
-        device = str(spec.get("device") or "auto")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(
-                f"models.{name}.device: {device} requested but no CUDA GPU is visible"
-            )
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(pick_device(spec.get("device")))
+        except ConfigError as err:
+            raise ConfigError(f"models.{name}.device: {err}") from None
         if spec.get("cpu_threads") and self.device.type == "cpu":
             torch.set_num_threads(int(spec["cpu_threads"]))
         source = spec["model"]
@@ -263,7 +261,7 @@ def require_identity_words(words: Mapping[str, Sequence[str]], targets: Sequence
 def triviality_scores(
     encoder: Encoder,
     pairs: Sequence[tuple[str, str]],
-    batch_texts: int = 256,
+    batch_texts: int,
 ) -> list[float]:
     """SubspaceBERTScore recall of each (identity text, lexicon text) pair. Each distinct text is
     encoded once; lexicon texts are encoded ``batch_texts`` at a time and dropped after scoring,
@@ -287,3 +285,24 @@ def triviality_scores(
                         scores[row] = subspace_recall(identity, vectors)
         log.info("triviality: %d of %d lexicons encoded", start + len(chunk), len(lexicon_texts))
     return scores
+
+
+def triviality_frame(hypotheses: Sequence, words: Mapping[str, Sequence[str]], encoder, batch: int):
+    """The triviality table of a set: score and covered identity words per hypothesis."""
+    require_identity_words(words, sorted({h.target for h in hypotheses}))
+    pairs = [(joined(words[h.target]), joined(list(h.lexicon))) for h in hypotheses]
+    scores = triviality_scores(encoder, pairs, batch)
+    return pl.DataFrame(
+        {
+            "hypothesis_id": [h.hypothesis_id for h in hypotheses],
+            "triviality": scores,
+            "identity_words_covered": [
+                covered_identity_words(words[h.target], h.lexicon) for h in hypotheses
+            ],
+        },
+        schema={
+            "hypothesis_id": pl.String,
+            "triviality": pl.Float64,
+            "identity_words_covered": pl.List(pl.String),
+        },
+    )

@@ -12,8 +12,10 @@ from splits.config.definitions import (
     SAMPLE_SIZE,
     load_group_sets,
 )
+from splits.config.settings import settings_from_config
 from splits.config.templates import FSTRING_START, PROMPT_SLOTS, unknown_slot_error, unknown_slots
 from splits.errors import ConfigError
+from splits.hypotheses.settings import LiftSettings, ReportSettings
 
 
 def validate_probes(config: dict) -> None:
@@ -106,11 +108,12 @@ def check_hypotheses(config: dict) -> None:
     llm("hypotheses.theory_model", section_.get("theory_model"))
     for name in section_.get("generate", {}).get("models", []):
         llm("hypotheses.generate.models", name)
-    fractions = section_.get("k_fractions", [])
-    if not any(abs(f - section_.get("report_k", 0.05)) < 1e-12 for f in fractions):
-        raise ConfigError(
-            f"hypotheses.report_k: {section_.get('report_k')} is not one of k_fractions"
-        )
+    # the lift and plot jobs' settings, built as the jobs build them: a wrong combination of
+    # hypotheses.retrieval keys is an error at the start, not in the middle of the run
+    fractions = settings_from_config(LiftSettings, config).k_fractions
+    report_k = settings_from_config(ReportSettings, config).report_k
+    if not any(abs(f - report_k) < 1e-12 for f in fractions):
+        raise ConfigError(f"hypotheses.report_k: {report_k} is not one of k_fractions")
     encoder = section_.get("encoder")
     if encoder in models:
         spec = models[encoder]

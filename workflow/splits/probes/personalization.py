@@ -38,7 +38,7 @@ class Task:
     name: str
     kind: str  # "interval" | "similarity"
     template: str  # slots {text}, optional {topic}
-    scale: tuple[float, float] = (1.0, 10.0)
+    scale: tuple[float, float]  # interval tasks: the answer's range
 
 
 def tokens(text: str) -> set[str]:

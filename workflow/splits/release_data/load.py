@@ -28,7 +28,6 @@ post-id sort of the per-group files and the ranks are computed by polars' stream
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -38,10 +37,8 @@ from pathlib import Path
 
 import polars as pl
 
-from splits.config.definitions import load_topics
 from splits.errors import ConfigError, InputError
-from splits.health import Finding, log_findings, write_findings
-from splits.io import ParquetAppender, write_json, write_sorted_parquet
+from splits.io import ParquetAppender, write_sorted_parquet
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +168,8 @@ def topic_posts(
     source: str | Path,
     out: str | Path,
     salt: str,
-    demographics: Sequence[str] | None = None,
-    topics: Sequence[str] | None = None,
+    demographics: Sequence[str] | None,
+    topics: Sequence[str] | None,
     categories: dict[str, str] | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> dict:
@@ -240,7 +237,7 @@ def demographic_posts(
     config: str,
     out_dir: str | Path,
     salt: str,
-    demographics: Sequence[str] | None = None,
+    demographics: Sequence[str] | None,
     min_percentile: float | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> dict:
@@ -300,105 +297,3 @@ def demographic_posts(
         write_sorted_parquet(posts, "post_id", out_dir / group / "posts.parquet", SORT_ROWS)
         part.unlink()
     return dict(counts)
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True)
-    for name, help_text in (
-        ("topic-posts", "high_groupness_by_topic (v3) as the topic posts table"),
-        ("demographic-posts", "all_seed_user_posts / high_groupness_user_posts as group posts"),
-    ):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument(
-            "--dataset",
-            required=True,
-            help=f"a local copy: save_to_disk folder, folder of Parquet/JSONL files, or {HUB_ID} (cache)",
-        )
-        p.add_argument("--demographics", nargs="*", default=None, help="groups to keep (all)")
-        p.add_argument("--salt-env", default="SPLITS_SALT", help="variable holding the salt")
-        p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help="rows read at once")
-        p.add_argument("--report", help="counts (JSON)")
-        p.add_argument("--health", help="run-health findings of the import (JSON)")
-        if name == "topic-posts":
-            p.add_argument("--topics", nargs="*", default=None, help="topics to keep (all)")
-            p.add_argument("--topics-file", help="topic list naming each topic's category")
-            p.add_argument("--out", required=True, help="topic_posts.parquet")
-        else:
-            p.add_argument("--config", choices=(V1, V2), default=V2, help="dataset config")
-            p.add_argument("--min-percentile", type=float, default=None, help="v2 cut")
-            p.add_argument("--out-dir", required=True, help="writes <demographic>/posts.parquet")
-
-
-def run(args: argparse.Namespace) -> int:
-    from splits.privacy import resolve_salt
-
-    salt, development = resolve_salt(args.salt_env)
-    if development:
-        log.warning(
-            "%s is unset: usernames hashed with the public development salt (set it for real data)",
-            args.salt_env,
-        )
-    if args.action == "topic-posts":
-        categories = {}
-        if args.topics_file:
-            categories = {t.topic: t.category for t in load_topics(args.topics_file)}
-        counts = topic_posts(
-            args.dataset,
-            args.out,
-            salt,
-            args.demographics,
-            args.topics,
-            categories,
-            args.batch_rows,
-        )
-    else:
-        counts = demographic_posts(
-            args.dataset,
-            args.config,
-            args.out_dir,
-            salt,
-            args.demographics,
-            args.min_percentile,
-            args.batch_rows,
-        )
-    findings = []
-    if development:
-        findings.append(
-            Finding(
-                "release_data",
-                "development_salt",
-                "usernames",
-                "the released usernames were hashed with the public development salt, so anyone "
-                "can recompute the hash of a known username",
-                f"set the environment variable {args.salt_env} (export.salt_env) to a secret salt",
-            )
-        )
-    if args.action == "topic-posts" and args.topics_file:
-        unknown = (
-            pl.scan_parquet(args.out)
-            .filter(pl.col("category").is_null())
-            .select(pl.col("topic").n_unique())
-            .collect()
-            .item()
-        )
-        if unknown:
-            findings.append(
-                Finding(
-                    "release_data",
-                    "topics_not_in_topic_list",
-                    "topics",
-                    f"{unknown} topic(s) of the released posts are not in {args.topics_file} "
-                    "(their category is empty)",
-                    "set topics.file to the release's topics.json",
-                )
-            )
-    log_findings(findings, log)
-    if args.health:
-        write_findings(args.health, findings)
-    log.info("release data: %s", counts)
-    if args.report:
-        write_json(counts, args.report)
-    return 0

@@ -9,7 +9,7 @@ length dl and avgdl the mean length:
 - ``robertson`` (k1 = 1.5, b = 0.75, epsilon = 0.25): ``rank_bm25.BM25Okapi``, bit for bit:
   idf = ln(N - df + 0.5) - ln(df + 0.5), negative idf replaced by epsilon x the mean idf of the
   vocabulary; score = idf tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl)). Computed by the
-  indexes themselves (``splits.topics.retrieval``, ``splits.hypotheses.retrieval``), unchanged.
+  indexes themselves (``splits.topics.index``, ``splits.hypotheses.retrieval``), unchanged.
 - ``lucene`` (k1 = 0.9, b = 0.4: Anserini's defaults, which the 2026 release runs): Lucene 9's
   ``BM25Similarity`` exactly, in float32: idf = (float) ln(1 + (N - df + 0.5) / (df + 0.5)) with
   N the documents that hold at least one token (Lucene's ``docCount``; Anserini does not index
@@ -49,7 +49,8 @@ from splits.errors import ConfigError
 
 ROBERTSON, LUCENE, ATIRE, BM25L, BM25PLUS = "robertson", "lucene", "atire", "bm25l", "bm25+"
 METHODS = (ROBERTSON, LUCENE, ATIRE, BM25L, BM25PLUS)
-#: each method's (k1, b); delta (BM25L, BM25+) 0.5 and epsilon (Robertson) 0.25 by default
+#: each method's own (k1, b): what a null ``k1`` / ``b`` in the config stands for (the
+#: schema's ``topics.bm25`` and ``hypotheses.retrieval`` keys hold every other default)
 DEFAULT_K1_B = {
     ROBERTSON: (1.5, 0.75),
     LUCENE: (0.9, 0.4),
@@ -57,21 +58,21 @@ DEFAULT_K1_B = {
     BM25L: (1.5, 0.75),
     BM25PLUS: (1.5, 0.75),
 }
-DEFAULT_DELTA = 0.5
-DEFAULT_EPSILON = 0.25
+#: rank_bm25's floor of negative idfs (x the mean idf): part of the robertson method, no setting
+EPSILON = 0.25
 
 F32 = np.float32
 
 
 @dataclass(frozen=True)
 class BM25Params:
-    """A BM25 variant and its parameters; ``k1`` and ``b`` None take the method's defaults."""
+    """A BM25 variant and its parameters (from ``topics.bm25`` or ``hypotheses.retrieval``);
+    ``k1`` and ``b`` None take the method's own (``DEFAULT_K1_B``)."""
 
-    method: str = ROBERTSON
-    k1: float | None = None
-    b: float | None = None
-    delta: float = DEFAULT_DELTA
-    epsilon: float = DEFAULT_EPSILON
+    method: str
+    k1: float | None
+    b: float | None
+    delta: float
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -88,45 +89,10 @@ class BM25Params:
         if not self.delta >= 0:
             raise ConfigError("bm25.delta: must be at least 0")
 
-    @classmethod
-    def from_config(cls, section: dict | None) -> BM25Params:
-        """From the config's ``bm25`` mapping (method, k1, b, delta; null k1/b: defaults)."""
-        section = dict(section or {})
-        return cls(
-            method=str(section.get("method", ROBERTSON)),
-            k1=section.get("k1"),
-            b=section.get("b"),
-            delta=float(section.get("delta", DEFAULT_DELTA)),
-        )
-
-    def args(self) -> list[str]:
-        """The command-line flags that give these parameters (``add_bm25_arguments``)."""
-        return [
-            "--bm25-method",
-            self.method,
-            "--bm25-k1",
-            repr(self.k1),
-            "--bm25-b",
-            repr(self.b),
-            "--bm25-delta",
-            repr(self.delta),
-        ]
-
-
-def add_bm25_arguments(parser) -> None:
-    parser.add_argument("--bm25-method", choices=METHODS, default=ROBERTSON, help="BM25 variant")
-    parser.add_argument("--bm25-k1", type=float, default=None, help="k1 (default: the method's)")
-    parser.add_argument("--bm25-b", type=float, default=None, help="b (default: the method's)")
-    parser.add_argument("--bm25-delta", type=float, default=DEFAULT_DELTA, help="BM25L/BM25+ delta")
-
-
-def params_from_args(args) -> BM25Params:
-    return BM25Params(
-        method=getattr(args, "bm25_method", ROBERTSON),
-        k1=getattr(args, "bm25_k1", None),
-        b=getattr(args, "bm25_b", None),
-        delta=getattr(args, "bm25_delta", DEFAULT_DELTA),
-    )
+    @property
+    def epsilon(self) -> float:
+        """The robertson method's idf floor factor (``EPSILON``)."""
+        return EPSILON
 
 
 # --------------------------------------------------------------------------- Lucene SmallFloat

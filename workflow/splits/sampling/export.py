@@ -4,36 +4,25 @@ tables per topic x demographic pair and per category (CSV + Markdown).
 
 Reddit usernames never leave the pipeline in clear: the exported topic posts carry
 ``author_hash`` = first 16 hex digits of HMAC-SHA256(salt, username). The salt comes from the
-environment variable named by ``--salt-env`` (config ``export.salt_env``, default ``SPLITS_SALT``;
-the workflow copies config ``export.salt`` there when the variable is unset). Without either, a
-fixed, public development salt (``DEVELOPMENT_SALT``) is used with a warning: fine for the sample
-corpus, not for real data (anyone could recompute the hashes of known usernames). The salt is
-never written to any output or log.
+environment variable named by config ``export.salt_env``; the Snakefile copies config
+``export.salt`` there when the variable is unset (:func:`splits.privacy.config_salt_environment`).
+Without either, a fixed, public development salt (``DEVELOPMENT_SALT``) is used with a warning:
+fine for the sample corpus, not for real data (anyone could recompute the hashes of known
+usernames). The salt is never written to any output or log.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
 
-from splits.errors import ConfigError, InputError
-from splits.io import write_parquet, write_text
-from splits.privacy import (
-    DEFAULT_SALT_ENV,
-    HASH_HEX_DIGITS,
-    POST_ID_MODES,
-    hash_authors,
-    post_id_statement,
-    protect_post_ids,
-    resolve_salt,
-)
-
-log = logging.getLogger(__name__)
+from splits.io import write_text
+from splits.privacy import HASH_HEX_DIGITS, post_id_statement
+from splits.sampling.settings import ExportSettings
 
 NO_LICENCE = (
     "No licence is stated for this export (`export.license` was not set): ask its makers before "
@@ -91,19 +80,17 @@ def dataset_card(
     quadruplets: pl.DataFrame,
     topic_posts: pl.DataFrame,
     categories: pl.DataFrame,
-    k: int | None,
+    settings: ExportSettings,
     development_salt: bool,
-    post_ids: str = "keep",
-    license: str | None = None,
-    source: str | None = None,
 ) -> str:
-    """The dataset card (Hugging Face README). ``license`` (an SPDX-style id such as
-    ``cc-by-4.0``, or any text) and ``source`` (where the posts come from) are the user's
+    """The dataset card (Hugging Face README). ``settings.license`` (an SPDX-style id such as
+    ``cc-by-4.0``, or any text) and ``settings.source`` (where the posts come from) are the user's
     statements from the config; without a licence none is claimed (no ``license`` field)."""
+    k, post_ids = settings.k, settings.post_ids
+    license, source = settings.license, settings.source
     demographics = sorted(topic_posts.get_column("demographic").unique().to_list())
     n_topics = quadruplets.get_column("description").n_unique()
     switched = float(quadruplets.get_column("switched").mean() or 0.0) if len(quadruplets) else 0.0
-    k_text = str(k) if k is not None else "see example_posts"
     salt_note = (
         "**Warning: exported with the public development salt; do not publish this export.**\n\n"
         if development_salt
@@ -142,7 +129,7 @@ topic; a classification model then uses that theory to tell which of two 3-post 
 ## Contents
 
 - `quadruplets.parquet`: {len(quadruplets):,} rows, {n_topics} topics, demographics
-  {", ".join(demographics)}; calibration size k = {k_text}; `switched` is true in {switched:.1%} of
+  {", ".join(demographics)}; calibration size k = {k}; `switched` is true in {switched:.1%} of
   rows. Columns: `description` (topic), `demographic_A`, `demographic_B`, `example_posts`
   (calibration set, k texts, shuffled), `sample_A`, `sample_B` (3 texts each), `switched` (if
   true, the classifier sees B's set as "Post Set 1"): the public release's (version 4) column
@@ -198,77 +185,7 @@ Not for profiling, identifying or targeting individuals or groups.
 
 def _yaml_scalar(text: str) -> str:
     """``text`` as one YAML scalar (quoted unless it is a plain id such as cc-by-4.0)."""
-    import json
-
     return text if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+-]*", text) else json.dumps(text)
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quadruplets", required=True, help="results/dataset/quadruplets.parquet")
-    parser.add_argument("--topic-posts", required=True, help="results/topics/topic_posts.parquet")
-    parser.add_argument("--k", type=int, help="calibration-set size (for the card)")
-    parser.add_argument(
-        "--salt-env", default=DEFAULT_SALT_ENV, help="environment variable holding the salt"
-    )
-    parser.add_argument("--out-dir", required=True, help="export folder")
-    parser.add_argument(
-        "--post-ids",
-        choices=POST_ID_MODES,
-        default="keep",
-        help="Reddit post ids in the export: keep, hash (salted) or drop (config export.post_ids)",
-    )
-    parser.add_argument("--license", default=None, help="licence of the export (export.license)")
-    parser.add_argument("--source", default=None, help="where the posts come from (export.source)")
-
-
-def run(args: argparse.Namespace) -> int:
-    for path in (args.quadruplets, args.topic_posts):
-        if not Path(path).exists():
-            raise ConfigError(f"{path}: export input does not exist")
-    salt, development = resolve_salt(args.salt_env)
-    if development:
-        log.warning(
-            "no salt in $%s (nor export.salt): hashing usernames with the public development salt; "
-            "set %s before exporting real data",
-            args.salt_env,
-            args.salt_env,
-        )
-    quadruplets = pl.read_parquet(args.quadruplets)
-    if quadruplets.height == 0:
-        raise InputError(f"{args.quadruplets}: no quadruplets; an empty dataset is not exported")
-    topic_posts = pl.read_parquet(args.topic_posts)
-    if "author" not in topic_posts.columns:
-        raise ConfigError(f"{args.topic_posts}: no author column")
-    out = Path(args.out_dir)
-    quadruplets = protect_post_ids(quadruplets, "quadruplets", args.post_ids, salt)
-    topic_posts = protect_post_ids(topic_posts, "topic_posts", args.post_ids, salt)
-    write_parquet(quadruplets, out / "quadruplets.parquet")
-    write_parquet(hash_authors(topic_posts, salt), out / "topic_posts.parquet")
-    by_topic = pair_counts(quadruplets)
-    by_category = category_counts(by_topic)
-    write_tables(out, {"counts_by_topic": by_topic, "counts_by_category": by_category})
-    write_text(
-        dataset_card(
-            quadruplets,
-            topic_posts,
-            by_category,
-            args.k,
-            development,
-            args.post_ids,
-            args.license,
-            args.source,
-        ),
-        out / "README.md",
-    )
-    if not args.license:
-        log.warning(
-            "the dataset card states no licence: set export.license (and export.source) to the "
-            "terms you release the dataset under"
-        )
-    log.info(
-        "exported %d quadruplets and %d topic posts to %s", len(quadruplets), len(topic_posts), out
-    )
-    return 0
 
 
 def write_tables(

@@ -10,7 +10,6 @@ is logged with its traceback on the server and shown as one line too.
 # no ``from __future__ import annotations``: Gradio reads the SelectData hint of a handler at
 # run time, from the handler's own scope
 import logging
-import os
 
 from splits.hypotheses.engine import QueryError
 from splits.sandbox.query import (
@@ -38,8 +37,10 @@ QUERY_TAB, TABLE_TAB = "query", "table"
 
 
 def import_gradio():
-    """Gradio, with analytics (and the version check that comes with them) off."""
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    """Gradio. Its analytics (and the version check that comes with them) are off: the `splits`
+    command sets ``GRADIO_ANALYTICS_ENABLED=False`` before ``splits sandbox`` runs (environment
+    variables are written at entry points only), and the page's ``Blocks`` pass
+    ``analytics_enabled=False``."""
     try:
         import gradio as gr
     except ImportError as err:

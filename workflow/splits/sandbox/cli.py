@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from splits.errors import ConfigError
+from splits.hypotheses.engine import TOP_POSTS
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="triviality encoder (default: the config's hypotheses.encoder; none: no triviality)",
     )
     parser.add_argument(
-        "--top-posts", type=int, default=20, help="retrieved posts shown per query (default 20)"
+        "--top-posts", type=int, default=TOP_POSTS, help="retrieved posts shown per query"
     )
 
 

@@ -14,7 +14,6 @@ tokens) replaces it instead of adding a test.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -24,22 +23,20 @@ import numpy as np
 import polars as pl
 
 from splits.config.schema import load_config
+from splits.config.settings import settings_from_config
 from splits.errors import ConfigError
-from splits.hypotheses.engine import HypothesisEngine, QueryError, QueryResult, q_values
-from splits.hypotheses.lexicon import Limits, canonical_lexicon, entry_tokens
-from splits.hypotheses.lift import LiftSettings
-from splits.hypotheses.release import RetrievalSettings
+from splits.hypotheses.engine import (
+    TOP_POSTS,
+    HypothesisEngine,
+    QueryError,
+    QueryResult,
+    q_values,
+)
+from splits.hypotheses.lexicon import Limits, canonical_lexicon
+from splits.hypotheses.settings import FileSettings, LiftSettings, ReportSettings
+from splits.sandbox.typed import clean_text, format_lexicon, parse_lexicon, shown
 
-#: typographic quotes a pasted phrase may come with, read as the ASCII double quote
-_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "«": '"', "»": '"'})
-#: a lexicon entry: a phrase in double quotes, or a run of characters other than space, comma,
-#: semicolon and the double quote
-_ENTRY = re.compile(r'"([^"]*)"|([^\s,;"]+)')
-_SEPARATOR = re.compile(r"[\s,;]")
 NO_VALUE = "—"
-DEFAULT_LIMITS = Limits()
-#: characters a typed lexicon may have per token it may hold (a longer text is refused unread)
-CHARS_PER_TOKEN = 40
 #: the most queries one session keeps: its q-values count every query, so a full session takes
 #: no more (a new page starts a new session); bounds the server's memory and the page's table
 MAX_SESSION_QUERIES = 200
@@ -47,83 +44,6 @@ MAX_SESSION_QUERIES = 200
 SESSION_TTL_S = 4 * 3600
 #: sessions the server keeps at most (the oldest go first)
 MAX_SESSIONS = 1000
-#: longest piece of a query quoted back in a message
-SHOWN_CHARS = 60
-#: control characters (C0 and C1, and DEL) read as a space
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-#: UTF-16 surrogates, which no text holds alone (a broken paste; they cannot be encoded)
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def clean_text(text: str | None) -> str:
-    """Typed text without lone surrogates (dropped) and control characters (a space each)."""
-    return _CONTROL.sub(" ", _SURROGATE.sub("", text or ""))
-
-
-def shown(text: str) -> str:
-    """``text`` as quoted back in a message: at most ``SHOWN_CHARS`` characters."""
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
-
-
-def max_query_chars(limits: Limits) -> int:
-    return limits.max_entries * limits.max_phrase_tokens * CHARS_PER_TOKEN
-
-
-def parse_lexicon(text: str | None, limits: Limits = DEFAULT_LIMITS) -> list[str]:
-    """The entries of a typed lexicon: words separated by spaces, commas or semicolons, and
-    phrases in double quotes (``finna, "on god", y'all``). Repeated entries (same tokens) are
-    kept once. Raises ``QueryError`` (one line) for an empty lexicon, an unclosed quote, an
-    entry with no letter or digit, a phrase longer than ``limits.max_phrase_tokens`` tokens or
-    more than ``limits.max_entries`` entries, or a text longer than ``max_query_chars`` (refused
-    before it is read). Lone surrogates and control characters are cleaned out first."""
-    text = clean_text(text).translate(_QUOTES)
-    if len(text) > max_query_chars(limits):
-        raise QueryError(
-            f"the lexicon has {len(text):,} characters; at most {max_query_chars(limits):,} "
-            f"({CHARS_PER_TOKEN} per token of hypotheses.max_entries x "
-            "hypotheses.max_phrase_tokens)"
-        )
-    if text.count('"') % 2:
-        raise QueryError('a double quote is not closed (phrases go in "double quotes")')
-    entries: list[str] = []
-    seen: set[tuple[str, ...]] = set()
-    for match in _ENTRY.finditer(text):
-        quoted = match.group(1) is not None
-        entry = (match.group(1) if quoted else match.group(2)).strip()
-        tokens = entry_tokens(entry)
-        if not tokens:
-            quoted_back = f'"{shown(entry)}"' if quoted else shown(entry)
-            raise QueryError(
-                f"{quoted_back} has no letter or digit: posts are matched on words (runs of letters and "
-                "digits), so it cannot be searched"
-            )
-        if len(tokens) > limits.max_phrase_tokens:
-            raise QueryError(
-                f'"{shown(entry)}" has {len(tokens)} tokens; a phrase has at most '
-                f"{limits.max_phrase_tokens} (hypotheses.max_phrase_tokens)"
-            )
-        if tokens not in seen:
-            seen.add(tokens)
-            entries.append(entry)
-    if not entries:
-        raise QueryError('the lexicon is empty: type words, and phrases in "double quotes"')
-    if len(entries) > limits.max_entries:
-        raise QueryError(
-            f"the lexicon has {len(entries)} entries; at most {limits.max_entries} "
-            "(hypotheses.max_entries)"
-        )
-    return entries
-
-
-def format_lexicon(entries: Sequence[str]) -> str:
-    """A lexicon as the text ``parse_lexicon`` reads back: entries joined by ", ", those with a
-    space, comma or semicolon in double quotes (a double quote inside an entry is dropped: it is
-    not part of any token)."""
-    out = []
-    for entry in entries:
-        entry = str(entry).replace('"', "").strip()
-        out.append(f'"{entry}"' if _SEPARATOR.search(entry) else entry)
-    return ", ".join(out)
 
 
 def query_key(topic: str, group_a: str, group_b: str, target: str, lexicon) -> tuple:
@@ -135,36 +55,24 @@ def query_key(topic: str, group_a: str, group_b: str, target: str, lexicon) -> t
 # --------------------------------------------------------------------------- settings and run
 
 
-def retrieval_from_config(section: dict) -> RetrievalSettings:
-    """``hypotheses.retrieval`` of a run's config (missing keys: the schema's defaults)."""
-    keys = ("mode", "method", "k1", "b", "delta", "analyzer", "vocab", "max_tokens", "doc_count")
-    return RetrievalSettings(**{k: section[k] for k in keys if k in section})
-
-
 @dataclass(frozen=True)
 class RunSettings:
     """The hypotheses settings of the run the sandbox serves (its config's ``hypotheses:`` and
-    ``seed``)."""
+    ``seed``, read as the lift and report jobs read them)."""
 
-    lift: LiftSettings = field(default_factory=LiftSettings)
-    thresholds: tuple[float, ...] = (0.3, 0.5)
-    report_k: float = 0.05
-    limits: Limits = Limits()
+    lift: LiftSettings
+    thresholds: tuple[float, ...]
+    report_k: float
+    limits: Limits
 
     @classmethod
     def from_config(cls, config: dict) -> RunSettings:
-        section = config["hypotheses"]
+        report = settings_from_config(ReportSettings, config)
         return cls(
-            LiftSettings(
-                tuple(sorted(set(section["k_fractions"]))),
-                section["list_size"],
-                section["alpha"],
-                config["seed"],
-                retrieval_from_config(section.get("retrieval") or {}),
-            ),
-            tuple(sorted(set(section["triviality_thresholds"]))),
-            section["report_k"],
-            Limits(section["max_entries"], section["max_phrase_tokens"]),
+            settings_from_config(LiftSettings, config),
+            report.triviality_thresholds,
+            report.report_k,
+            settings_from_config(FileSettings, config).limits,
         )
 
 
@@ -244,7 +152,7 @@ class Sandbox:
         table: pl.DataFrame | None = None,
         names: dict[str, str] | None = None,
         notes: Sequence[str] = (),
-        top_posts: int = 20,
+        top_posts: int = TOP_POSTS,
     ):
         self.engine = engine
         self.settings = settings
@@ -283,7 +191,7 @@ class Sandbox:
         results: str | Path,
         configfile: str | Path,
         encoder: str | None = None,
-        top_posts: int = 20,
+        top_posts: int = TOP_POSTS,
     ) -> Sandbox:
         """The run of ``configfile`` whose outputs are under ``results``. Relative paths of the
         config (the demographics file, identity words) are read from the current directory, as

@@ -1,0 +1,230 @@
+"""``splits groupness`` and ``splits selfid``: the demographics stage family's commands (thin:
+parse, build the settings, call the plain functions of ``groupness`` and ``selfid``, write the
+outputs). The rules pass their settings as ``--settings JSON``; by hand, ``--config FILE`` reads
+the same settings from a config file (schema defaults filled)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from splits.config.definitions import THRESHOLDS_SUPPORT_KEY
+from splits.config.schema import load_config
+from splits.config.settings import add_settings_arguments, settings_from_args
+from splits.config.templates import PROMPT_SLOTS, unknown_slot_error, unknown_slots
+from splits.demographics.curves import unsupported_error
+from splits.demographics.groupness import (
+    build_users,
+    demographic_posts,
+    find_demographic,
+    kept_subreddits,
+    read_bots,
+    write_demographic_posts,
+)
+from splits.demographics.selfid import (
+    OPT_IN_KEY,
+    comparison_markdown,
+    plot_curve,
+    selfid_search,
+    summarise,
+    support_findings,
+)
+from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.errors import ConfigError
+from splits.health import log_findings, write_findings
+from splits.io import scan_posts, write_json, write_parquet, write_text
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- splits groupness
+
+
+def configure_groupness(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--posts", nargs="+", required=True, help="cleaned posts Parquet files")
+    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
+    parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
+    parser.add_argument("--demographic", required=True, help="demographic key")
+    parser.add_argument("--bots", default=None, help="known-bot list (one name per line)")
+    parser.add_argument(
+        "--out-users", required=True, help="users with their group-ness and percentile (Parquet)"
+    )
+    parser.add_argument("--out-posts", required=True, help="the demographic's posts D_d (Parquet)")
+    parser.add_argument(
+        "--out-report", required=True, help="counts of kept and dropped users and posts (JSON)"
+    )
+    parser.add_argument("--health", help="run-health findings (JSON; splits.health)")
+    add_settings_arguments(parser)
+
+
+def run_groupness(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, GroupnessSettings)
+    demographic = find_demographic(args.demographics, args.demographic)
+    for p in args.posts:
+        if not Path(p).exists():
+            raise ConfigError(f"--posts: {p} does not exist")
+    posts = scan_posts(list(args.posts))
+    kept = kept_subreddits(args.subreddits)
+    result = build_users(posts, kept, demographic, read_bots(args.bots), settings)
+    write_parquet(result.users, args.out_users)
+    n_posts = write_demographic_posts(demographic_posts(posts, result.users, kept), args.out_posts)
+    result.report["posts"] = int(n_posts)
+    write_json(result.report, args.out_report)
+    if args.health:
+        write_findings(args.health, result.findings)
+    log.info(
+        "%s: %d users, %d posts in D_d (dropped %d bots, %d top users)",
+        demographic.key,
+        result.users.height,
+        n_posts,
+        result.report["dropped_known_bots"],
+        result.report["dropped_top_users"],
+    )
+    return 0
+
+
+# --------------------------------------------------------------------------- splits selfid
+
+
+def configure_selfid(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    search = sub.add_parser("search", help="phrase search, verification, curve and threshold")
+    search.add_argument("--users", required=True, help="results/demographics/<d>/users.parquet")
+    search.add_argument("--posts", required=True, help="results/demographics/<d>/posts.parquet")
+    search.add_argument("--demographics", required=True, help="demographics file")
+    search.add_argument("--demographic", required=True, help="demographic key (demographics file)")
+    search.add_argument(
+        "--verifier-model", help="registry name (demographics.verifier_model; llm verifier)"
+    )
+    search.add_argument("--models-json", help="the model registry as JSON (llm verifier)")
+    search.add_argument(
+        "--prompt", help="verification prompt template (demographics.verifier_prompt; llm)"
+    )
+    search.add_argument("--llm-cache", help="SQLite response cache (llm)")
+    search.add_argument("--out-matches", required=True, help="self-ID matches (Parquet)")
+    search.add_argument("--out-curve", required=True, help="self-ID rate per group-ness bin")
+    search.add_argument("--out-threshold", required=True, help="the demographic's threshold (JSON)")
+    search.add_argument(
+        "--out-comparison", required=True, help="self-ID against anti-self-ID rates (Parquet)"
+    )
+    search.add_argument("--out-plot", required=True, help="self-ID curve plot (PNG)")
+    add_settings_arguments(search)
+    summary = sub.add_parser("summary", help="thresholds.json and the formula comparison table")
+    summary.add_argument(
+        "--thresholds", nargs="+", required=True, help="per-demographic threshold files (JSON)"
+    )
+    summary.add_argument(
+        "--comparisons", nargs="+", required=True, help="per-demographic comparison files"
+    )
+    summary.add_argument("--out-thresholds", required=True, help="all thresholds (JSON)")
+    summary.add_argument("--out-csv", required=True, help="summary table (CSV)")
+    summary.add_argument("--out-md", required=True, help="summary table (Markdown)")
+    summary.add_argument("--health", help="run-health findings (JSON; splits.health)")
+
+
+def _verifier_from_config(args: argparse.Namespace) -> None:
+    """By hand with ``--config``: the LLM verifier's model, registry and prompt from that file
+    where no flag gives them (the rule passes them as flags: selfid_verifier_args)."""
+    config = load_config(args.config)
+    demographics = config["demographics"]
+    args.verifier_model = args.verifier_model or demographics["verifier_model"]
+    args.prompt = args.prompt or demographics["verifier_prompt"]
+    if args.models_json is None and args.verifier_model in config["models"]:
+        args.models_json = json.dumps({args.verifier_model: config["models"][args.verifier_model]})
+
+
+def _verifier_model(args: argparse.Namespace):
+    """(model, prompt template) of the LLM verifier."""
+    if args.config is not None:
+        _verifier_from_config(args)
+    if not args.verifier_model:
+        raise ConfigError("demographics.verifier_model: required when demographics.verifier is llm")
+    if not args.prompt or not Path(args.prompt).exists():
+        raise ConfigError(f"demographics.verifier_prompt: {args.prompt} does not exist")
+    from splits.llm import load_model
+
+    template = Path(args.prompt).read_text(encoding="utf-8")
+    slots = PROMPT_SLOTS["demographics.verifier_prompt"]
+    unknown = unknown_slots(template, slots)
+    if unknown:
+        raise unknown_slot_error(args.prompt, unknown[0], slots)
+    registry = json.loads(args.models_json or "{}")
+    return load_model(args.verifier_model, registry, args.llm_cache), template
+
+
+def _run_search(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, SelfidSettings)
+    demographic = find_demographic(args.demographics, args.demographic)
+    for flag, path in (("--users", args.users), ("--posts", args.posts)):
+        if not Path(path).exists():
+            raise ConfigError(f"{flag}: {path} does not exist")
+    users = pl.read_parquet(args.users)
+    posts = pl.scan_parquet(args.posts)
+    model = template = None
+    if settings.verifier == "llm":
+        model, template = _verifier_model(args)
+    try:
+        result = selfid_search(users, posts, demographic, settings, model, template)
+    finally:
+        if model is not None:
+            model.close()
+    error = unsupported_error(demographic.key, result.threshold, args.demographics, OPT_IN_KEY)
+    if error:
+        if not settings.accept_unsupported_thresholds:
+            raise ConfigError(error)
+        result.threshold["accepted_unsupported"] = True
+        log.warning("%s (accepted: %s is true)", error.partition("; set a fixed")[0], OPT_IN_KEY)
+    write_parquet(result.matches, args.out_matches)
+    write_parquet(result.curve, args.out_curve)
+    write_parquet(result.comparison, args.out_comparison)
+    write_json(result.threshold, args.out_threshold)
+    plot_curve(
+        result.curve,
+        result.threshold["threshold"],
+        demographic.display_name,
+        result.threshold["source"],
+        args.out_plot,
+        unsupported=bool(result.threshold.get("accepted_unsupported")),
+    )
+    log.info(
+        "%s: %d matches, %d verified (%d self, %d anti, %d undetected); threshold %s (%s)",
+        demographic.key,
+        result.threshold["matches"],
+        result.threshold["verified"],
+        result.threshold["verified_self"],
+        result.threshold["verified_anti"],
+        result.threshold["undetected"],
+        result.threshold["threshold"],
+        result.threshold["source"],
+    )
+    return 0
+
+
+def _run_summary(args: argparse.Namespace) -> int:
+    thresholds, comparison = summarise(args.thresholds, args.comparisons)
+    if args.health:
+        findings = support_findings(thresholds[THRESHOLDS_SUPPORT_KEY])
+        log_findings(findings, log)
+        write_findings(args.health, findings)
+    write_json(thresholds, args.out_thresholds)
+    write_text(comparison.write_csv(), args.out_csv)
+    write_text(comparison_markdown(comparison), args.out_md)
+    log.info("thresholds: %s", {k: v for k, v in thresholds.items() if k != THRESHOLDS_SUPPORT_KEY})
+    return 0
+
+
+def run_selfid(args: argparse.Namespace) -> int:
+    if args.action == "search":
+        return _run_search(args)
+    return _run_summary(args)
+
+
+# subcommand of ``splits`` -> (configure_parser, run); the table in splits.cli names this module
+SUBCOMMANDS = {
+    "groupness": (configure_groupness, run_groupness),
+    "selfid": (configure_selfid, run_selfid),
+}
