@@ -92,9 +92,10 @@ def bench_precomputed(args, tmp: Path) -> None:
 
 def bench_callable(args, tmp: Path) -> None:
     sys.path.insert(0, str(WORKFLOW))
+    from splits.config.settings import schema_defaults
+    from splits.evaluation.settings import TMSettings
     from splits.evaluation.theorize import build_tm_requests
     from splits.llm import load_model
-    from splits.llm.base import SamplingParams
 
     (tmp / "bench_tm.py").write_text(
         "def theorize(group_a, group_b, topic, posts):\n"
@@ -112,7 +113,7 @@ def bench_callable(args, tmp: Path) -> None:
         }
     )
     requests = build_tm_requests(
-        rows, 16, None, SamplingParams(temperature=0.0), {"catholic": "Catholic"}
+        rows, 16, None, {"catholic": "Catholic"}, schema_defaults(TMSettings)
     )
     spec = {"backend": "python", "function": f"{tmp / 'bench_tm.py'}:theorize"}
     cache = tmp / "cache.sqlite"

@@ -81,6 +81,7 @@ def main() -> None:
                 row["sample_b"],
                 row["switched"],
                 row["theory"],
+                2000,  # the paper's cut (evaluation.max_post_chars' default)
             )
         )
 

@@ -44,10 +44,11 @@ RELEASE_TEMPERATURE = 0.001
 
 def cm_prompts(args) -> list[str]:
     import polars as pl
+    from splits.config.settings import schema_defaults
     from splits.config.templates import CM_SLOTS
     from splits.evaluation.classify import build_cm_requests, theories_by_row
     from splits.evaluation.common import display_names, load_template, read_rows
-    from splits.llm import SamplingParams
+    from splits.evaluation.settings import CMSettings
 
     rows = read_rows(args.rows)
     if args.limit:
@@ -57,9 +58,8 @@ def cm_prompts(args) -> list[str]:
     else:
         theory_of = dict.fromkeys(rows["quadruplet_id"].to_list(), "")
     template = load_template(args.template, CM_SLOTS, CM_SLOTS)
-    requests = build_cm_requests(
-        rows, theory_of, template, SamplingParams(), display_names(None), args.max_post_chars
-    )
+    settings = schema_defaults(CMSettings, max_post_chars=args.max_post_chars)
+    requests = build_cm_requests(rows, theory_of, template, display_names(None), settings)
     return [r.prompt for r in requests]
 
 

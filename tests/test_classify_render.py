@@ -14,9 +14,10 @@ from splits.evaluation.common import (
     parse_template,
     statements_by_group,
 )
-from splits.evaluation.theorize import normalise_quadruplets
+from splits.evaluation.subsample import normalise_quadruplets
 from splits.llm.base import Request
 
+PAPER_CUT = 2000  # characters of a post the paper's evaluator keeps
 LONG = "x" * 1990 + "\nline two of a very long post " + "y" * 100
 SAMPLE_A = ['I said "hello"\nto the class', "tabs\tand\nnew\nlines", LONG]
 SAMPLE_B = ["a 'quoted' {brace} post", '"""triple quotes"""', "plain"]
@@ -69,7 +70,7 @@ def paper_template_path(reference_dir):
 def test_paper_template_rendering_matches_spec(paper_template_path, switched):
     template = load_template(paper_template_path, CM_SLOTS, CM_SLOTS)
     assert template.fstring
-    values = cm_slot_values("catholic", "teacher", SAMPLE_A, SAMPLE_B, switched, THEORY)
+    values = cm_slot_values("catholic", "teacher", SAMPLE_A, SAMPLE_B, switched, THEORY, PAPER_CUT)
     rendered = template.render(values)
     expected = independent_rendering(
         paper_template_path.read_text(encoding="utf-8"),
@@ -127,7 +128,7 @@ def test_missing_slot_is_a_config_error(tmp_path):
 def test_own_templates_have_the_five_slots(repo_root):
     for name in ("classify.txt", "classify_llama3.txt"):
         template = load_template(repo_root / "resources" / "prompts" / name, CM_SLOTS, CM_SLOTS)
-        rendered = template.render(cm_slot_values("a", "b", ["p"], ["q"], False, "t"))
+        rendered = template.render(cm_slot_values("a", "b", ["p"], ["q"], False, "t", PAPER_CUT))
         assert rendered.endswith("1. Explanation: I think ")
 
 
@@ -200,7 +201,7 @@ def test_release_layout_renders_like_the_public_evaluator(paper_template_path, s
     row = rows.row(0, named=True)
     template = load_template(paper_template_path, CM_SLOTS, CM_SLOTS)
     values = cm_slot_values(
-        "catholic", "teacher", row["sample_A"], row["sample_B"], row["switched"], THEORY
+        "catholic", "teacher", row["sample_A"], row["sample_B"], row["switched"], THEORY, PAPER_CUT
     )
     evaluator = independent_rendering(
         paper_template_path.read_text(encoding="utf-8"),

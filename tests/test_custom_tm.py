@@ -21,15 +21,20 @@ import polars as pl
 import pytest
 import yaml
 from splits.cli import main
-from splits.config.schema import load_config
+from splits.config.schema import load_config, validate_config
+from splits.config.settings import schema_defaults, settings_json
 from splits.errors import ConfigError
 from splits.evaluation.common import display_names, one_line
 from splits.evaluation.custom_tm import callable_inputs, precomputed_theories
+from splits.evaluation.settings import TMSettings
 from splits.evaluation.theorize import build_tm_requests
 from splits.io import write_parquet
 from splits.llm import LLMError, load_model
-from splits.llm.base import Request, SamplingParams
+from splits.llm.base import Request
 from splits.pipeline.checks import check_evaluation
+
+#: what the workflow passes a TM's jobs (the schema's defaults), as --settings
+TM_SETTINGS = ["--settings", settings_json(validate_config({}), TMSettings)]
 
 ROWS = pl.DataFrame(
     {
@@ -170,6 +175,7 @@ def test_precomputed_through_the_cli_and_not_as_an_engine(tmp_path):
     spec = json.dumps({"backend": "precomputed", "theories": str(tmp_path / "mine.jsonl")})
     out = tmp_path / "theories.parquet"
     args = ["theorize", "generate", "--rows", str(tmp_path / "rows.parquet"), "--model", "mine"]
+    args += TM_SETTINGS
     assert main([*args, "--model-spec", spec, "--k", "4", "--out", str(out)]) == 0
     theories = pl.read_parquet(out)
     assert theories["theory"].to_list() == ["t0-4", "t1-4", "t2-4"]
@@ -217,8 +223,7 @@ def tm_module(tmp_path, monkeypatch):
 
 
 def _requests(k=4):
-    params = SamplingParams(temperature=0.0, max_tokens=10)
-    return build_tm_requests(ROWS, k, None, params, NAMES)
+    return build_tm_requests(ROWS, k, None, NAMES, schema_defaults(TMSettings))
 
 
 def test_callable_gets_what_an_llm_tm_gets(tm_module):
@@ -377,7 +382,7 @@ def test_batch_job_killed_half_way_repeats_no_finished_call(tmp_path):
     model_args = ["--model", "fn", "--model-spec", json.dumps(spec)]
     cache = ["--cache", str(tmp_path / "cache.sqlite")]
     plan = json.dumps([{"rows": str(tmp_path / "rows.parquet"), "k": k} for k in (2, 4)])
-    batch = ["model-batch", "tm", *model_args, "--plan", plan, *cache]
+    batch = ["model-batch", "tm", *model_args, "--plan", plan, *cache, *TM_SETTINGS]
     assert main([*batch, "--report", str(tmp_path / "r1.json")]) == 3  # one-line model error
     assert len(counter.read_text().split()) == 4  # three theories made, the 4th call failed
     assert main([*batch, "--report", str(tmp_path / "r2.json")]) == 0
@@ -387,6 +392,7 @@ def test_batch_job_killed_half_way_repeats_no_finished_call(tmp_path):
     assert (report["cached"], report["generated"]) == (3, 3)
     out = tmp_path / "theories.parquet"
     row_job = ["theorize", "generate", "--rows", str(tmp_path / "rows.parquet"), *model_args]
+    row_job += TM_SETTINGS
     assert main([*row_job, "--k", "4", *cache, "--cache-only", "--out", str(out)]) == 0
     assert pl.read_parquet(out)["theory"].to_list() == ["theory of Basketball from 4 posts"] * 3
     assert len(counter.read_text().split()) == 7
@@ -457,13 +463,14 @@ def byo_run(default_run, tmp_path_factory):
     (workdir / "byo").mkdir()
     theories.select("quadruplet_id", "k", "theory").write_ndjson(workdir / "byo/mine.jsonl")
     names = display_names(workdir / config["demographics"]["file"])
+    max_chars = load_config(workdir / "config/config.yaml")["evaluation"]["max_post_chars"]
     entries = [
         {
             "key": [
                 row["description"],
                 names[row["demographic_A"]],
                 names[row["demographic_B"]],
-                *[one_line(p) for p in row["example_posts"][:k]],
+                *[one_line(p, max_chars) for p in row["example_posts"][:k]],
             ],
             "labels": list(row["example_labels"][:k]),
         }

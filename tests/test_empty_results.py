@@ -172,7 +172,8 @@ def test_evaluation_of_an_empty_dataset_is_one_line(tmp_path, capsys):
 
     pl.DataFrame(schema=QUADRUPLET_SCHEMA).write_parquet(tmp_path / "q.parquet")
     argv = ["theorize", "subsample", "--dataset", str(tmp_path / "q.parquet"), "--rows", "10"]
-    argv += ["--seed", "1", "--topics", str(REPO / "config" / "topics.yaml")]
+    argv += ["--settings", '{"dataset_layout": "auto", "seed": 1}']
+    argv += ["--topics", str(REPO / "config" / "topics.yaml")]
     argv += ["--out", str(tmp_path / "rows.parquet"), "--report", str(tmp_path / "r.json")]
     assert splits_main(argv) != 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]

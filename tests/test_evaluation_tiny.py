@@ -49,6 +49,11 @@ def tiny_spec(tmp_path_factory):
 
 def test_tiny_model_runs_tm_and_cm_stages(tmp_path, tiny_spec, repo_root):
     write_parquet(_quadruplets(), tmp_path / "quads.parquet")
+    # by hand: the stages read their settings from a config file (schema defaults filled)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "seed: 3\nevaluation:\n  tm_sampling: {max_tokens: 12}\n  cm_sampling: {max_tokens: 12}\n"
+    )
     rows = tmp_path / "rows.parquet"
     assert (
         main(
@@ -59,8 +64,8 @@ def test_tiny_model_runs_tm_and_cm_stages(tmp_path, tiny_spec, repo_root):
                 str(tmp_path / "quads.parquet"),
                 "--rows",
                 "5",
-                "--seed",
-                "3",
+                "--config",
+                str(config),
                 "--out",
                 str(rows),
             ]
@@ -82,8 +87,8 @@ def test_tiny_model_runs_tm_and_cm_stages(tmp_path, tiny_spec, repo_root):
             tiny_spec,
             "--template",
             str(repo_root / "resources/prompts/theory.txt"),
-            "--max-tokens",
-            "12",
+            "--config",
+            str(config),
             "--cache",
             str(tmp_path / "cache.sqlite"),
             "--out",
@@ -108,8 +113,8 @@ def test_tiny_model_runs_tm_and_cm_stages(tmp_path, tiny_spec, repo_root):
             tiny_spec,
             "--template",
             str(repo_root / "resources/prompts/classify_llama3.txt"),
-            "--max-tokens",
-            "12",
+            "--config",
+            str(config),
             "--cache",
             str(tmp_path / "cache.sqlite"),
             "--out",
@@ -137,6 +142,10 @@ def test_tiny_model_runs_tm_and_cm_stages(tmp_path, tiny_spec, repo_root):
                 str(predictions),
                 "--experiment",
                 "tiny",
+                "--groups",
+                "{}",
+                "--config",
+                str(config),
                 "--out-dir",
                 str(metrics_dir),
             ]

@@ -12,15 +12,8 @@ import polars as pl
 import pytest
 from splits.cli import main
 from splits.errors import ConfigError
-from splits.evaluation.human import (
-    MEASURES,
-    blind,
-    combine_files,
-    read_filled,
-    score_sheets,
-    select_instances,
-    sheet_score,
-)
+from splits.evaluation.human import MEASURES, blind, select_instances
+from splits.evaluation.human_scores import combine_files, read_filled, score_sheets, sheet_score
 from splits.io import write_parquet
 
 THEORY = (
@@ -111,6 +104,7 @@ def _export(tmp_path, *extra):
     args = ["human", "export", "--rows", str(tmp_path / "rows.parquet"), "--theories"]
     args += [str(tmp_path / f"{tm}.parquet") for tm in CORRECT]
     args += ["--predictions", str(tmp_path / "predictions.parquet"), "--out-dir", str(out)]
+    args += ["--settings", '{"seed": 0}']
     return main([*args, *extra]), out
 
 

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -29,14 +30,16 @@ import polars as pl
 import pytest
 import yaml
 from splits.cli import main
+from splits.config.schema import validate_config
+from splits.config.settings import schema_defaults, settings_json
 from splits.evaluation.common import display_names
+from splits.evaluation.settings import TMPromptSettings, TMSampling, TMSettings
 from splits.io import write_parquet
 from splits.llm import (
     Backend,
     Completion,
     Request,
     ResponseCache,
-    SamplingParams,
     load_model,
     register_builtin,
     request_key,
@@ -98,21 +101,25 @@ def _quadruplets(n=6, k=4):
 
 
 def test_fully_cached_job_never_builds_its_engine(tmp_path):
+    from splits.config.templates import TM_SLOTS
     from splits.evaluation.common import load_template
-    from splits.evaluation.theorize import TM_REQUIRED, TM_SLOTS, build_tm_requests
+    from splits.evaluation.theorize import TM_REQUIRED, build_tm_requests
 
     write_parquet(_quadruplets(), tmp_path / "quads.parquet")
     rows_path = tmp_path / "rows.parquet"
     subsample = ["theorize", "subsample", "--dataset", str(tmp_path / "quads.parquet")]
-    assert main([*subsample, "--rows", "6", "--seed", "1", "--out", str(rows_path)]) == 0
+    subsample += ["--settings", json.dumps({"dataset_layout": "auto", "seed": 1})]
+    assert main([*subsample, "--rows", "6", "--out", str(rows_path)]) == 0
     # a transformers model whose weights do not exist: building it can only fail
     spec = {"backend": "transformers", "model": str(tmp_path / "absent-model"), "device": "cpu"}
     template_path = REPO / "resources/prompts/theory.txt"
     cache_path = tmp_path / "cache.sqlite"
     rows = pl.read_parquet(rows_path)
-    params = SamplingParams(temperature=0.0, max_tokens=12, seed=0)
+    settings = schema_defaults(
+        TMPromptSettings, sampling=TMSampling(temperature=0.0, max_tokens=12), seed=0
+    )
     template = load_template(template_path, TM_SLOTS, TM_REQUIRED)
-    requests = build_tm_requests(rows, 2, template, params, display_names(None))
+    requests = build_tm_requests(rows, 2, template, display_names(None), settings)
     # the cache keys computed here from the spec, independently of the Model
     identity = hf_identity("transformers", validate_registry({"m": spec})["m"], ("dtype",))
     cache = ResponseCache(cache_path)
@@ -128,7 +135,8 @@ def test_fully_cached_job_never_builds_its_engine(tmp_path):
         out = tmp_path / f"theories-{k}.parquet"
         cmd = [sys.executable, str(runner), "theorize", "generate", "--rows", str(rows_path)]
         cmd += ["--k", str(k), "--model", "m", "--model-spec", json.dumps(spec)]
-        cmd += ["--template", str(template_path), "--max-tokens", "12"]
+        cmd += ["--template", str(template_path)]
+        cmd += ["--settings", json.dumps(dataclasses.asdict(settings))]
         cmd += ["--cache", str(cache_path), "--out", str(out), *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         return proc, out
@@ -247,6 +255,7 @@ def test_model_batch_plan_and_throughput_errors(tmp_path, capsys):
     spec = json.dumps({"backend": "builtin", "kind": "no-theory"})
     base = ["model-batch", "tm", "--model", "n", "--model-spec", spec, "--cache", "c.sqlite"]
     base += ["--report", str(tmp_path / "r.json")]
+    base += ["--settings", settings_json(validate_config({}), TMSettings)]
     assert main([*base, "--plan", "[{'rows': 1}]"]) == 2
     assert "--plan: not JSON" in capsys.readouterr().err
     assert main([*base, "--plan", json.dumps([{"rows": "x.parquet", "k": -1}])]) == 2

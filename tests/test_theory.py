@@ -7,22 +7,21 @@ import random
 
 import polars as pl
 import pytest
-from splits.config.templates import CM_SLOTS
+from splits.config.settings import schema_defaults
+from splits.config.templates import CM_SLOTS, TM_SLOTS
 from splits.errors import ConfigError
 from splits.evaluation.common import parse_template
+from splits.evaluation.settings import TMPromptSettings, TMSettings
+from splits.evaluation.subsample import normalise_quadruplets, subsample
 from splits.evaluation.theorize import (
     TM_REQUIRED,
-    TM_SLOTS,
     build_tm_requests,
     distinctive_words,
     log_odds_dirichlet,
-    normalise_quadruplets,
     oracle_theory,
-    subsample,
     theorize_rows,
 )
 from splits.llm import load_model
-from splits.llm.base import SamplingParams
 
 NAMES = {"catholic": "Catholic", "teacher": "teacher"}
 REGISTRY = {
@@ -83,13 +82,15 @@ def test_release_rows_get_ids_and_categories_and_bad_rows_are_counted():
             ),
         ]
     )
-    out, counts = normalise_quadruplets(frame, {"Basketball": "Sports & Fitness"}, "release")
+    out, counts = normalise_quadruplets(
+        frame, {"Basketball": "Sports & Fitness"}, "release", "by_group"
+    )
     assert out["quadruplet_id"].to_list() == [f"row-{i}" for i in range(5)]
     assert set(out["category"]) == {"Sports & Fitness"}
     assert counts["malformed_rows_dropped"] == 1
     assert counts["category_unknown"] == 1
     with pytest.raises(ConfigError, match="switched"):
-        normalise_quadruplets(frame.drop("switched"), {}, "release")
+        normalise_quadruplets(frame.drop("switched"), {}, "release", "by_group")
 
 
 def test_tm_prompt_posts_are_one_line_and_cut(repo_root):
@@ -103,7 +104,7 @@ def test_tm_prompt_posts_are_one_line_and_cut(repo_root):
         pl.lit(["first\nline " + "z" * 3000, "second\r\npost", "3", "4"]).alias("example_posts")
     )
     rows = subsample(frame, None, 0)
-    requests = build_tm_requests(rows, 2, template, SamplingParams(), NAMES)
+    requests = build_tm_requests(rows, 2, template, NAMES, schema_defaults(TMPromptSettings))
     prompt = requests[0].messages[0]["content"]
     assert "1. first line " + "z" * (2000 - len("first\nline ")) + "\n2. second post\n" in prompt
     assert "z" * 1990 not in prompt.replace("z" * 1989, "", 1)  # cut to 2,000 characters
@@ -111,7 +112,7 @@ def test_tm_prompt_posts_are_one_line_and_cut(repo_root):
     assert "Group A: Catholic" in prompt and "Topic: Basketball" in prompt
     assert requests[0].payload["labels"] == rows["example_labels"][0].to_list()[:2]
     with pytest.raises(ConfigError, match="k=5 exceeds"):
-        build_tm_requests(rows, 5, template, SamplingParams(), NAMES)
+        build_tm_requests(rows, 5, template, NAMES, schema_defaults(TMPromptSettings))
 
 
 def test_log_odds_hand_value():
@@ -153,14 +154,15 @@ def test_oracle_theory_format_and_missing_labels():
 
 
 def test_builtin_tms_through_the_registry():
+    settings = schema_defaults(TMSettings)
     rows = subsample(quadruplets(10), None, 0)
     oracle = load_model("oracle-lexical", REGISTRY)
-    theories = theorize_rows(rows, 8, oracle, None, SamplingParams(), NAMES, "oracle-lexical")
+    theories = theorize_rows(rows, 8, oracle, None, NAMES, "oracle-lexical", settings)
     assert theories.height == 10 and set(theories["k"]) == {8}
     first = theories["theory"][0]
     assert "rosary" in first.split("\n")[0] and "grading" in first.split("\n")[1]
     empty = theorize_rows(
-        rows, 0, load_model("no-theory", REGISTRY), None, SamplingParams(), NAMES, "no-theory"
+        rows, 0, load_model("no-theory", REGISTRY), None, NAMES, "no-theory", settings
     )
     assert set(empty["theory"]) == {""}
     with pytest.raises(ConfigError, match="unknown key"):

@@ -8,6 +8,8 @@ from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, PATH_NAME
 from splits.config.settings import settings_json
 from splits.errors import ConfigError
 from splits.graph.settings import GraphSettings
+from splits.evaluation.settings import CMSettings, GroupSplitsSettings, MetricsSettings
+from splits.evaluation.settings import SubsampleSettings
 from splits.release_data.settings import ReleaseDataSettings
 from splits.topics.settings import (
     GenerateTopicsSettings,
@@ -46,6 +48,7 @@ from splits.pipeline.targets import evaluation_groups_json, evaluation_model_arg
 from splits.pipeline.targets import evaluation_ordered_groups_json, evaluation_tm_plan
 from splits.pipeline.targets import (
     evaluation_tm_prompt_args,
+    evaluation_tm_settings,
     experiment_rows,
     final_targets,
 )

@@ -59,11 +59,12 @@ rule evaluation_subsample:
     resources:
         mem_mb=4096,
     params:
-        seed=SEED,
-        layout=config["evaluation"]["dataset_layout"],
+        settings=settings_json(config, SubsampleSettings),
         n_rows=evaluation_rows_count,
     shell:
-        "splits theorize subsample --dataset {input.dataset:q} --rows {params.n_rows:q} --seed {params.seed:q} --layout {params.layout:q} --topics {input.topics:q} --out {output.rows:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits theorize subsample --dataset {input.dataset:q} --rows {params.n_rows:q}"
+        " --topics {input.topics:q} --out {output.rows:q} --report {output.report:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 checkpoint evaluation_tm_batch:
@@ -93,15 +94,12 @@ checkpoint evaluation_tm_batch:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
         model_args=lambda wildcards: evaluation_model_args(config, wildcards.tm),
-        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(
-            config, input.prompt
-        ),
-        temperature=config["evaluation"]["tm_sampling"]["temperature"],
-        max_tokens=config["evaluation"]["tm_sampling"]["max_tokens"],
-        max_post_chars=config["evaluation"]["max_post_chars"],
-        seed=SEED,
+        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(input.prompt),
+        settings=lambda wildcards, input: evaluation_tm_settings(config, input.prompt),
     shell:
-        "splits model-batch tm --plan {params.plan:q} --demographics {params.demographics:q} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits model-batch tm --plan {params.plan:q} --demographics {params.demographics:q}"
+        " {params.model_args:q} {params.prompt_args:q} --report {output.report:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule evaluation_theorize:
@@ -131,15 +129,12 @@ rule evaluation_theorize:
         model_args=lambda wildcards: evaluation_model_args(
             config, wildcards.tm, cache_only=True
         ),
-        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(
-            config, input.prompt
-        ),
-        temperature=config["evaluation"]["tm_sampling"]["temperature"],
-        max_tokens=config["evaluation"]["tm_sampling"]["max_tokens"],
-        max_post_chars=config["evaluation"]["max_post_chars"],
-        seed=SEED,
+        prompt_args=lambda wildcards, input: evaluation_tm_prompt_args(input.prompt),
+        settings=lambda wildcards, input: evaluation_tm_settings(config, input.prompt),
     shell:
-        "splits theorize generate --rows {input.rows:q} --k {wildcards.k:q} --demographics {params.demographics:q} {params.model_args:q} {params.prompt_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --out {output:q} > {log:q} 2>&1"
+        "splits theorize generate --rows {input.rows:q} --k {wildcards.k:q}"
+        " --demographics {params.demographics:q} {params.model_args:q} {params.prompt_args:q}"
+        " --out {output:q} --settings {params.settings:q} > {log:q} 2>&1"
 
 
 checkpoint evaluation_cm_batch:
@@ -168,12 +163,11 @@ checkpoint evaluation_cm_batch:
         demographics=DEMOGRAPHICS_FILE,
         demographics_slice=demographics_slice("display_name"),
         model_args=lambda wildcards: evaluation_model_args(config, wildcards.cm),
-        temperature=config["evaluation"]["cm_sampling"]["temperature"],
-        max_tokens=config["evaluation"]["cm_sampling"]["max_tokens"],
-        max_post_chars=config["evaluation"]["max_post_chars"],
-        seed=SEED,
+        settings=settings_json(config, CMSettings),
     shell:
-        "splits model-batch cm --plan {params.plan:q} --template {input.template:q} --demographics {params.demographics:q} {params.model_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --report {output.report:q} > {log:q} 2>&1"
+        "splits model-batch cm --plan {params.plan:q} --template {input.template:q}"
+        " --demographics {params.demographics:q} {params.model_args:q}"
+        " --report {output.report:q} --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule evaluation_classify:
@@ -205,12 +199,12 @@ rule evaluation_classify:
         model_args=lambda wildcards: evaluation_model_args(
             config, wildcards.cm, cache_only=True
         ),
-        temperature=config["evaluation"]["cm_sampling"]["temperature"],
-        max_tokens=config["evaluation"]["cm_sampling"]["max_tokens"],
-        max_post_chars=config["evaluation"]["max_post_chars"],
-        seed=SEED,
+        settings=settings_json(config, CMSettings),
     shell:
-        "splits classify --rows {input.rows:q} --theories {input.theories:q} --template {input.template:q} --demographics {params.demographics:q} {params.model_args:q} --temperature {params.temperature:q} --max-tokens {params.max_tokens:q} --max-post-chars {params.max_post_chars:q} --seed {params.seed:q} --out {output.predictions:q} --summary {output.summary:q} > {log:q} 2>&1"
+        "splits classify --rows {input.rows:q} --theories {input.theories:q}"
+        " --template {input.template:q} --demographics {params.demographics:q}"
+        " {params.model_args:q} --out {output.predictions:q} --summary {output.summary:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule evaluation_metrics:
@@ -240,9 +234,11 @@ rule evaluation_metrics:
     params:
         out_dir=f"{RESULTS}/evaluation/experiments/{{experiment}}",
         groups=lambda wildcards: evaluation_groups_json(config, wildcards.experiment),
-        seed=SEED,
+        settings=settings_json(config, MetricsSettings),
     shell:
-        "splits metrics --rows {input.rows:q} --predictions {input.predictions:q} --experiment {wildcards.experiment:q} --groups {params.groups:q} --seed {params.seed:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "splits metrics --rows {input.rows:q} --predictions {input.predictions:q}"
+        " --experiment {wildcards.experiment:q} --groups {params.groups:q}"
+        " --out-dir {params.out_dir:q} --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule evaluation_group_splits:
@@ -276,9 +272,12 @@ rule evaluation_group_splits:
             config, wildcards.experiment
         ),
         out_dir=lambda wildcards, output: str(Path(output.csv).parent),
-        seed=SEED,
+        settings=settings_json(config, GroupSplitsSettings),
     shell:
-        "splits group-splits --rows {input.rows:q} --predictions {input.predictions:q} --theories {input.theories:q} --groups {params.groups:q} --experiment {wildcards.experiment:q} --seed {params.seed:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "splits group-splits --rows {input.rows:q} --predictions {input.predictions:q}"
+        " --theories {input.theories:q} --groups {params.groups:q}"
+        " --experiment {wildcards.experiment:q} --out-dir {params.out_dir:q}"
+        " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule evaluation_report:
@@ -330,7 +329,8 @@ rule evaluation_report:
     params:
         out_dir=f"{RESULTS}/evaluation/experiments/{{experiment}}/plots",
     shell:
-        "splits report --summary {input.summary:q} --splits {input.splits:q} --experiment {wildcards.experiment:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
+        "splits report --summary {input.summary:q} --splits {input.splits:q}"
+        " --experiment {wildcards.experiment:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"
 
 
 rule evaluation_throughput:
@@ -350,4 +350,5 @@ rule evaluation_throughput:
     resources:
         mem_mb=1024,
     shell:
-        "splits model-batch throughput --reports {input.reports:q} --out-csv {output.csv:q} --out-md {output.md:q} --health {output.health:q} > {log:q} 2>&1"
+        "splits model-batch throughput --reports {input.reports:q} --out-csv {output.csv:q}"
+        " --out-md {output.md:q} --health {output.health:q} > {log:q} 2>&1"

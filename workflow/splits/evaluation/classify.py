@@ -25,7 +25,6 @@ B; ``switched`` says whether Post Set 1 is B's) and must say which set is which 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -38,40 +37,32 @@ from typing import Any
 
 import polars as pl
 
-from splits.config.templates import CM_SLOTS
 from splits.errors import ConfigError
 from splits.evaluation.common import (
-    MAX_POST_CHARS,
     PromptTemplate,
     check_builtin_keys,
-    display_names,
     format_theory,
     group_names,
-    load_template,
-    model_registry,
     names_pattern,
-    read_rows,
+    sampling_params,
     statements_by_group,
 )
-from splits.io import write_json, write_parquet
-from splits.llm.base import Backend, Completion, Request, SamplingParams
+from splits.evaluation.settings import CMSettings
+from splits.llm.base import Backend, Completion, Request
 from splits.text import content_terms, words
 
 log = logging.getLogger(__name__)
 
 
-# --------------------------------------------------------------------------- templates
-
-
 # --------------------------------------------------------------------------- rendering
 
 
-def format_post(text: str, max_chars: int = MAX_POST_CHARS) -> str:
+def format_post(text: str, max_chars: int) -> str:
     """One post as the public evaluator writes it: newlines -> tabs, cut, triple-quoted."""
     return '"""' + str(text).replace("\n", "\t")[:max_chars] + '"""'
 
 
-def format_post_set(posts: Iterable[str], max_chars: int = MAX_POST_CHARS) -> str:
+def format_post_set(posts: Iterable[str], max_chars: int) -> str:
     return "\n" + "\n\n".join(format_post(p, max_chars) for p in posts)
 
 
@@ -87,7 +78,7 @@ def cm_slot_values(
     sample_b: Sequence[str],
     switched: bool,
     theory: str | None,
-    max_chars: int = MAX_POST_CHARS,
+    max_chars: int,
 ) -> dict[str, str]:
     set1, set2 = post_sets(sample_a, sample_b, switched)
     return {
@@ -280,10 +271,12 @@ def build_cm_requests(
     rows: pl.DataFrame,
     theories: Mapping[str, str],
     template: PromptTemplate,
-    params: SamplingParams,
     names: Mapping[str, str],
-    max_chars: int = MAX_POST_CHARS,
+    settings: CMSettings,
 ) -> list[Request]:
+    """One CM request per row with the theory ``theories`` holds for it."""
+    params = sampling_params(settings)
+    max_chars = settings.max_post_chars
     requests = []
     for row in rows.iter_rows(named=True):
         theory = theories.get(row["quadruplet_id"], "")
@@ -349,16 +342,15 @@ def classify_rows(
     theories: pl.DataFrame,
     model,
     template: PromptTemplate,
-    params: SamplingParams,
     names: Mapping[str, str],
     cm_name: str,
-    max_chars: int = MAX_POST_CHARS,
+    settings: CMSettings,
 ) -> pl.DataFrame:
     """Run the CM on every row; one prediction row per evaluation row."""
     theory_of = theories_by_row(theories, rows)
     tm = theories["tm"][0] if theories.height else ""
     k = int(theories["k"][0]) if theories.height else 0
-    requests = build_cm_requests(rows, theory_of, template, params, names, max_chars)
+    requests = build_cm_requests(rows, theory_of, template, names, settings)
     completions = model.generate(requests)
     records = []
     for row, completion in zip(rows.iter_rows(named=True), completions, strict=True):
@@ -390,69 +382,6 @@ def classify_rows(
             }
         )
     return pl.DataFrame(records, schema=PREDICTION_SCHEMA)
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", required=True, help="evaluation rows Parquet (subsample)")
-    parser.add_argument("--theories", required=True, help="theories Parquet of one (TM, k)")
-    parser.add_argument("--model", required=True, help="CM name in the model registry")
-    parser.add_argument(
-        "--model-spec", required=True, help="the registry entry of --model, as JSON"
-    )
-    parser.add_argument("--template", required=True, help="CM prompt template file")
-    parser.add_argument("--demographics", help="demographics file (display names)")
-    parser.add_argument(
-        "--temperature", type=float, default=0.0, help="sampling temperature of LLM CMs (0: greedy)"
-    )
-    parser.add_argument(
-        "--max-tokens", type=int, default=400, help="most tokens an LLM CM generates per answer"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the LLM's sampling and of the builtin models"
-    )
-    parser.add_argument(
-        "--max-post-chars",
-        type=int,
-        default=MAX_POST_CHARS,
-        help="characters kept of each post in the prompt",
-    )
-    parser.add_argument("--cache", help="LLM response cache (SQLite) path")
-    parser.add_argument(
-        "--cache-only",
-        action="store_true",
-        help="answer from the cache only (the model's batch job generated every request)",
-    )
-    parser.add_argument("--out", required=True, help="predictions Parquet")
-    parser.add_argument("--summary", help="JSON with the counts (detected, undetected by reason)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from splits.llm import load_model
-
-    rows = read_rows(args.rows)
-    theories = read_theories(args.theories)
-    template = load_template(args.template, CM_SLOTS, CM_SLOTS)
-    names = display_names(args.demographics)
-    params = SamplingParams(
-        temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
-    )
-    registry = model_registry(args.model, args.model_spec)
-    model = load_model(args.model, registry, cache_path=args.cache, cache_only=args.cache_only)
-    try:
-        predictions = classify_rows(
-            rows, theories, model, template, params, names, args.model, args.max_post_chars
-        )
-    finally:
-        model.close()
-    write_parquet(predictions, args.out)
-    counts = summary_counts(predictions)
-    log.info("CM %s: %s", args.model, counts)
-    if args.summary:
-        write_json(counts, args.summary)
-    return 0
 
 
 def summary_counts(predictions: pl.DataFrame) -> dict[str, Any]:

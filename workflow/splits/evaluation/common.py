@@ -23,14 +23,22 @@ import polars as pl
 
 from splits.config.templates import FSTRING_START, unknown_slot_error, unknown_slots
 from splits.errors import ConfigError
+from splits.llm.base import SamplingParams
 from splits.sampling.draw import RELEASE_COLUMNS
 
-MAX_POST_CHARS = 2000
 
-
-def one_line(text: str, max_chars: int = MAX_POST_CHARS) -> str:
+def one_line(text: str, max_chars: int) -> str:
     """A post cut to ``max_chars`` characters with its line breaks turned into spaces."""
     return " ".join(str(text)[:max_chars].split())
+
+
+def sampling_params(settings: Any) -> SamplingParams:
+    """A TM's or CM's sampling parameters from its settings (``TMSettings``, ``CMSettings``)."""
+    return SamplingParams(
+        temperature=settings.sampling.temperature,
+        max_tokens=settings.sampling.max_tokens,
+        seed=settings.seed,
+    )
 
 
 @dataclass(frozen=True)

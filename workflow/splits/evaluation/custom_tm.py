@@ -266,14 +266,13 @@ def _accepted_arguments(
 
 def callable_inputs(payload: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of one theory call, from a TM request's payload."""
-    from splits.evaluation.common import one_line
-
     return {
         "group_a": payload["group_a"],
         "group_b": payload["group_b"],
         "topic": payload["topic"],
         "category": payload.get("category") or "",
-        "posts": [one_line(p) for p in payload["posts"]],
+        # on one line; the request cut them to evaluation.max_post_chars already
+        "posts": [" ".join(str(p).split()) for p in payload["posts"]],
         "k": payload["k"],
     }
 

@@ -16,7 +16,6 @@ For an experiment with ``groups`` (name -> TMs), for every CM and k and every pa
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import logging
@@ -27,9 +26,7 @@ from typing import Any
 import polars as pl
 
 from splits.errors import ConfigError
-from splits.evaluation.common import read_rows
-from splits.evaluation.metrics import SPLITS, markdown_table, split_frame, write_csv
-from splits.io import write_text
+from splits.evaluation.metrics import SPLITS, markdown_table, split_frame
 from splits.stats import benjamini_hochberg, sign_flip_test, wilson_interval
 
 log = logging.getLogger(__name__)
@@ -138,7 +135,7 @@ def split_table(
 
 
 def group_splits_table(
-    predictions: pl.DataFrame, groups: list[tuple[str, list[str]]], seed: int = 0
+    predictions: pl.DataFrame, groups: list[tuple[str, list[str]]], seed: int
 ) -> tuple[pl.DataFrame, dict[tuple, pl.DataFrame]]:
     """(the table over every CM, k, pair of groups, split and key; the per-row scores of each
     (cm, k, group_1, group_2), for picking examples)."""
@@ -265,61 +262,10 @@ def gaps_markdown(
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", required=True, help="evaluation rows Parquet")
-    parser.add_argument(
-        "--predictions", required=True, help="the experiment's predictions.parquet (splits metrics)"
-    )
-    parser.add_argument("--theories", nargs="+", required=True, help="theories of the groups' TMs")
-    parser.add_argument(
-        "--groups", required=True, help='JSON list in config order: [["strong", ["a", "b"]], ...]'
-    )
-    parser.add_argument(
-        "--experiment", required=True, help="experiment name (evaluation.experiments key)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sign-flip tests")
-    parser.add_argument(
-        "--top", type=int, default=10, help="ranked keys per split in group_gaps.md"
-    )
-    parser.add_argument("--out-dir", required=True, help="folder of the group tables and plots")
-
-
-def run(args: argparse.Namespace) -> int:
-    from splits.evaluation.report import plot_group_gaps
-
-    rows = read_rows(args.rows)
-    path = Path(args.predictions)
-    if not path.is_file():
-        raise ConfigError(f"predictions {path} do not exist")
-    predictions = pl.read_parquet(path)
-    missing = [
-        c
-        for c in ("tm", "cm", "k", "quadruplet_id", "correct", *META_COLUMNS)
-        if c not in predictions.columns
-    ]
-    if missing:
-        raise ConfigError(
-            f"{path}: missing column(s) {', '.join(missing)} (write it with splits metrics)"
-        )
-    unknown = set(predictions["quadruplet_id"].unique()) - set(rows["quadruplet_id"])
-    if unknown:
-        raise ConfigError(f"{path}: {len(unknown)} predictions are of rows not in {args.rows}")
-    groups = parse_ordered_groups(args.groups, set(predictions["tm"].unique()))
-    if args.top < 1:
-        raise ConfigError("--top: must be positive")
-    table, scores_of = group_splits_table(predictions, groups, args.seed)
-    if not table.height:
-        raise ConfigError(
-            f"experiment {args.experiment}: no row was answered by every TM of two groups"
-        )
-    theories = theory_lookup(args.theories)
-    out = Path(args.out_dir)
-    write_csv(table, out / "group_splits.csv")
+def group_splits_markdown(table: pl.DataFrame, scores_of: dict[tuple, Any], experiment: str) -> str:
+    """group_splits.md: per CM, k and pair of groups, one table per split."""
     md = [
-        f"# Experiment {args.experiment}: groups of TMs per split",
+        f"# Experiment {experiment}: groups of TMs per split",
         "",
         "difference = accuracy of group_1 minus group_2 on the rows every TM of both answered; "
         "p_value: paired sign-flip test of the per-row difference; q_bh: Benjamini-Hochberg "
@@ -354,13 +300,28 @@ def run(args: argparse.Namespace) -> int:
             )
             title = f"{first} vs {second} by {split.replace('_', ' / ')} (CM {cm}, k={k})"
             md.append(markdown_table(body, title))
-    write_text("\n".join(md), out / "group_splits.md")
-    write_text(
-        gaps_markdown(table, scores_of, groups, predictions, theories, args.experiment, args.top),
-        out / "group_gaps.md",
-    )
-    plots = out / "plots"
-    plots.mkdir(parents=True, exist_ok=True)
-    plot_group_gaps(table, plots / "group_gaps.png", f"experiment {args.experiment}")
-    log.info("group splits of %s: %d table rows", args.experiment, table.height)
-    return 0
+    return "\n".join(md)
+
+
+def read_experiment_predictions(
+    path: str | Path, rows: pl.DataFrame, rows_path: str
+) -> pl.DataFrame:
+    """An experiment's predictions.parquet (written by ``splits metrics``), checked against its
+    evaluation rows."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"predictions {path} do not exist")
+    predictions = pl.read_parquet(path)
+    missing = [
+        c
+        for c in ("tm", "cm", "k", "quadruplet_id", "correct", *META_COLUMNS)
+        if c not in predictions.columns
+    ]
+    if missing:
+        raise ConfigError(
+            f"{path}: missing column(s) {', '.join(missing)} (write it with splits metrics)"
+        )
+    unknown = set(predictions["quadruplet_id"].unique()) - set(rows["quadruplet_id"])
+    if unknown:
+        raise ConfigError(f"{path}: {len(unknown)} predictions are of rows not in {rows_path}")
+    return predictions

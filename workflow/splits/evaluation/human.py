@@ -17,7 +17,7 @@
   both parts. Which model wrote a statement and which group it is meant for is only in
   ``key.csv``; sheets of all TMs are interleaved under random ids.
 
-``splits human score``: read the key and the filled part 1 and part 2 files of each annotator
+``splits human score`` (:mod:`splits.evaluation.human_scores`): read the key and the filled part 1 and part 2 files of each annotator
 (``NAME=PATH``; files with the same NAME are one annotator's) and score:
 
 - relevance and centrality per (annotator, sheet): only ratings of 4 count; a statement meant
@@ -35,20 +35,17 @@
 
 from __future__ import annotations
 
-import argparse
 import html
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from splits.errors import ConfigError
-from splits.evaluation.common import display_names, group_names, read_rows, statements_by_group
-from splits.io import write_json, write_text
+from splits.evaluation.common import group_names, statements_by_group
 
 log = logging.getLogger(__name__)
 
@@ -281,24 +278,29 @@ def sheets_html(part1: pl.DataFrame, part2: pl.DataFrame) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _read_parquets(paths: Sequence[str], what: str) -> list[pl.DataFrame]:
-    frames = []
-    for spec in paths:
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(f"{what} {path} do not exist")
-        frames.append(pl.read_parquet(path))
-    return frames
-
-
-def run_export(args: argparse.Namespace) -> int:
-    rows = read_rows(args.rows)
+def export_sheets(
+    rows: pl.DataFrame,
+    theory_frames: Sequence[pl.DataFrame],
+    prediction_frames: Sequence[pl.DataFrame],
+    names: Mapping[str, str],
+    *,
+    strong: str | None,
+    cm: str | None,
+    k_wanted: int | None,
+    sheets_per_model: int,
+    seed: int,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    """The annotation sheets (part 1, part 2), their key and the counts, from the theories and
+    predictions of two or more TMs at one k (``k_wanted`` picks it when they hold several; ``cm``
+    the CM when several; ``strong`` the strongest TM, else the most accurate)."""
+    if sheets_per_model < 1:
+        raise ConfigError("--sheets-per-model: must be positive")
     theories: dict[str, pl.DataFrame] = {}
-    for frame in _read_parquets(args.theories, "theories"):
+    for frame in theory_frames:
         if not frame.height:
             continue
         for (model, k), part in frame.group_by("tm", "k"):
-            if args.k is not None and int(k) != args.k:
+            if k_wanted is not None and int(k) != k_wanted:
                 continue
             if model in theories:
                 raise ConfigError(f"theories of TM {model!r} given twice (pick one k with --k)")
@@ -314,13 +316,13 @@ def run_export(args: argparse.Namespace) -> int:
     predictions = pl.concat(
         [
             f.select("quadruplet_id", "eval_row", "tm", "cm", "k", "correct")
-            for f in _read_parquets(args.predictions, "predictions")
+            for f in prediction_frames
         ]
     )
     predictions = predictions.filter((pl.col("k") == k) & pl.col("tm").is_in(list(theories)))
     cms = sorted(predictions["cm"].unique().to_list())
-    if args.cm is not None:
-        cms = [cm for cm in cms if cm == args.cm]
+    if cm is not None:
+        cms = [name for name in cms if name == cm]
     if len(cms) != 1:
         raise ConfigError(
             f"--predictions: {'no' if not cms else 'several'} CMs for these TMs at k={k} "
@@ -331,16 +333,15 @@ def run_export(args: argparse.Namespace) -> int:
     if lacking:
         raise ConfigError(f"--predictions: none of TM {lacking[0]!r} with CM {cms[0]} at k={k}")
     accuracy = accuracies(predictions)
-    strong = args.strong or max(sorted(accuracy), key=lambda tm: accuracy[tm])
+    strong = strong or max(sorted(accuracy), key=lambda tm: accuracy[tm])
     if strong not in theories:
         raise ConfigError(
             f"--strong: {strong!r} is not one of the TMs given ({', '.join(sorted(theories))})"
         )
     weak = sorted(set(theories) - {strong})
     instances = select_instances(predictions, strong, weak)
-    names = display_names(args.demographics)
     part1, part2, key, counts = build_sheets(
-        rows, theories, names, instances, args.sheets_per_model, args.seed
+        rows, theories, names, instances, sheets_per_model, seed
     )
     counts.update(
         strong=strong,
@@ -349,7 +350,7 @@ def run_export(args: argparse.Namespace) -> int:
         k=k,
         accuracy={tm: accuracy[tm] for tm in sorted(accuracy)},
     )
-    if counts["selected"] < args.sheets_per_model:
+    if counts["selected"] < sheets_per_model:
         log.warning(
             "only %d instances (of %d where %s is right and %s wrong) have 3 statements per "
             "group in every theory; asked for %d",
@@ -357,7 +358,7 @@ def run_export(args: argparse.Namespace) -> int:
             len(instances),
             strong,
             ", ".join(weak),
-            args.sheets_per_model,
+            sheets_per_model,
         )
     if not counts["selected"]:
         raise ConfigError(
@@ -365,275 +366,4 @@ def run_export(args: argparse.Namespace) -> int:
             f"{', '.join(weak)} wrong, {counts['skipped_too_few_statements']} of them with fewer "
             "than 3 statements per group in some theory"
         )
-    out = Path(args.out_dir)
-    write_text(part1.write_csv(), out / "part1.csv")
-    write_text(part2.write_csv(), out / "part2.csv")
-    write_text(sheets_html(part1, part2), out / "sheets.html")
-    write_text(key.write_csv(), out / "key.csv")
-    write_json(counts, out / "export_report.json")
-    log.info("human export: %s", counts)
-    return 0
-
-
-# --------------------------------------------------------------------------- score
-
-
-def sheet_score(ratings: Sequence[int | None], meant: Sequence[bool]) -> tuple[float, int]:
-    """(normalised score, number of counted statements) of one sheet for one signed measure."""
-    contributions = [
-        4 if is_meant else -4
-        for rating, is_meant in zip(ratings, meant, strict=True)
-        if rating is not None and rating == 4
-    ]
-    if not contributions:
-        return 0.0, 0
-    return sum(contributions) / (4 * len(contributions)), len(contributions)
-
-
-def read_filled(path: str | Path) -> pl.DataFrame:
-    """One filled file (part 1, part 2 or both): sheet_id, item and the measure columns it has
-    (others null); ratings must be whole numbers 0-4 or blank."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"filled sheet {path} does not exist")
-    frame = pl.read_csv(path, infer_schema=False)
-    missing = [c for c in ("sheet_id", "item") if c not in frame.columns]
-    present = [m for m in MEASURES if m in frame.columns]
-    if missing or not present:
-        raise ConfigError(
-            f"{path}: needs the columns sheet_id, item and some of {', '.join(MEASURES)}"
-        )
-    records = []
-    for line, row in enumerate(frame.iter_rows(named=True), start=2):
-        record = {"sheet_id": row["sheet_id"], "item": _int(row["item"], path, line, "item")}
-        for measure in MEASURES:
-            value = _int(row[measure], path, line, measure) if measure in present else None
-            if value is not None and not 0 <= value <= 4:
-                raise ConfigError(f"{path}: line {line}: {measure} must be 0-4, not {value}")
-            record[measure] = value
-        records.append(record)
-    schema = {"sheet_id": pl.String, "item": pl.Int64, **dict.fromkeys(MEASURES, pl.Int64)}
-    return pl.DataFrame(records, schema=schema)
-
-
-def _int(value: Any, path: Path, line: int, column: str) -> int | None:
-    if value is None or str(value).strip() == "":
-        return None
-    try:
-        number = float(str(value).strip())
-    except ValueError as err:
-        raise ConfigError(f"{path}: line {line}: {column} {value!r} is not a number") from err
-    if not number.is_integer():
-        raise ConfigError(f"{path}: line {line}: {column} {value!r} is not a whole number")
-    return int(number)
-
-
-def combine_files(frames: Sequence[tuple[str, pl.DataFrame]], annotator: str) -> pl.DataFrame:
-    """One annotator's files (e.g. part 1 and part 2) as one table; a statement rated twice on
-    one measure is an error."""
-    combined: pl.DataFrame | None = None
-    for path, frame in frames:
-        if frame.select("sheet_id", "item").is_duplicated().any():
-            raise ConfigError(f"{path}: a (sheet_id, item) appears twice")
-        if combined is None:
-            combined = frame
-            continue
-        joined = combined.join(frame, on=["sheet_id", "item"], how="full", coalesce=True)
-        for measure in MEASURES:
-            both = joined[measure].is_not_null() & joined[f"{measure}_right"].is_not_null()
-            if both.any():
-                raise ConfigError(
-                    f"annotator {annotator}: {measure} of sheet "
-                    f"{joined.filter(both)['sheet_id'][0]} rated in two files ({path})"
-                )
-        combined = joined.select(
-            "sheet_id",
-            "item",
-            *[pl.coalesce(measure, f"{measure}_right").alias(measure) for measure in MEASURES],
-        )
-    return combined
-
-
-def score_sheets(
-    key: pl.DataFrame, filled: Mapping[str, pl.DataFrame]
-) -> tuple[pl.DataFrame, dict]:
-    """Per (annotator, sheet) scores and per-model summaries."""
-    per_sheet = []
-    unknown_items = 0
-    status = {m: {"complete": 0, "incomplete": 0, "unrated": 0} for m in MEASURES}
-    for annotator, ratings in filled.items():
-        joined = key.join(ratings, on=["sheet_id", "item"], how="inner")
-        unknown_items += ratings.height - joined.height
-        rated = set(joined["sheet_id"])
-        for (sheet_id,), part in (
-            key.filter(pl.col("sheet_id").is_in(list(rated)))
-            .join(ratings, on=["sheet_id", "item"], how="left")
-            .sort("sheet_id", "item")
-            .group_by("sheet_id", maintain_order=True)
-        ):
-            record: dict[str, Any] = {
-                "annotator": annotator,
-                "sheet_id": sheet_id,
-                "model": part["model"][0],
-            }
-            meant = part["meant_for_post_set"].to_list()
-            for measure in MEASURES:
-                values = part[measure].to_list()
-                n_rated = sum(v is not None for v in values)
-                state = (
-                    "complete"
-                    if n_rated == len(values)
-                    else ("unrated" if n_rated == 0 else "incomplete")
-                )
-                status[measure][state] += 1
-                record[f"{measure}_rated"] = state == "complete"
-                if measure in SIGNED_MEASURES:
-                    score, counted = sheet_score(values, meant)
-                    complete = state == "complete"
-                    record[f"{measure}_score"] = score if complete else None
-                    record[f"{measure}_counted"] = counted if complete else None
-                    record[f"{measure}_won"] = (score > 0) if complete else None
-                else:
-                    kept = [v for v in values if v is not None] if state == "complete" else []
-                    record[f"{measure}_sum"] = sum(kept)
-                    record[f"{measure}_n"] = len(kept)
-            per_sheet.append(record)
-    table = pl.DataFrame(per_sheet)
-    summary: dict[str, Any] = {
-        "unknown_items_ignored": unknown_items,
-        "sheets_by_status": status,
-        "models": {},
-    }
-    if table.height:
-        for (model,), part in table.group_by("model", maintain_order=True):
-            entry: dict[str, Any] = {"annotated_sheets": part.height}
-            for measure in SIGNED_MEASURES:
-                scores = part[f"{measure}_score"].drop_nulls()
-                entry[measure] = float(scores.mean()) if scores.len() else None
-                entry[f"{measure}_sheets"] = scores.len()
-                entry[f"{measure}_sheets_won"] = int(part[f"{measure}_won"].drop_nulls().sum())
-            for measure in PLAIN_MEASURES:
-                n = int(part[f"{measure}_n"].sum())
-                entry[measure] = float(part[f"{measure}_sum"].sum()) / n if n else None
-                entry[f"{measure}_ratings"] = n
-            summary["models"][model] = entry
-        summary["models"] = dict(sorted(summary["models"].items()))
-        table = table.drop(*[f"{m}_sum" for m in PLAIN_MEASURES]).sort(
-            "model", "annotator", "sheet_id"
-        )
-    summary["agreement"] = agreement(key, filled)
-    return table, summary
-
-
-def agreement(key: pl.DataFrame, filled: Mapping[str, pl.DataFrame]) -> dict[str, Any]:
-    """Krippendorff's alpha (nominal, GRASP's) per measure, and on the "rated 4" indicator of
-    the signed measures, over the statements of the key rated by at least two annotators."""
-    from splits.agreement import krippendorff_alpha_nominal, matrix_from_long
-
-    long = pl.concat(
-        [
-            key.select("sheet_id", "item")
-            .join(ratings, on=["sheet_id", "item"], how="inner")
-            .with_columns(pl.lit(annotator).alias("rater"))
-            for annotator, ratings in filled.items()
-        ]
-    ).with_columns(pl.format("{}:{}", "sheet_id", "item").alias("statement"))
-    columns = {m: pl.col(m) for m in MEASURES}
-    columns.update({f"{m}_is_4": pl.col(m) == 4 for m in SIGNED_MEASURES})
-    out: dict[str, Any] = {"annotators": len(filled)}
-    for name, expression in columns.items():
-        ratings = long.select("statement", "rater", expression.alias("rating")).drop_nulls()
-        shared = ratings.group_by("statement").len().filter(pl.col("len") >= 2)["statement"]
-        ratings = ratings.filter(pl.col("statement").is_in(shared.to_list()))
-        entry: dict[str, Any] = {"statements": shared.len(), "ratings": ratings.height}
-        if shared.len() == 0:
-            entry["alpha"] = None
-            entry["why_none"] = "no statement rated by two annotators"
-        else:
-            matrix = matrix_from_long(ratings, item="statement", rater="rater", rating="rating")
-            alpha = krippendorff_alpha_nominal(matrix.codes, len(matrix.categories))
-            entry["alpha"] = None if np.isnan(alpha) else alpha
-            if entry["alpha"] is None:
-                entry["why_none"] = "undefined (one rating value only)"
-        out[name] = entry
-    return out
-
-
-def parse_sheet_args(values: Sequence[str]) -> dict[str, list[str]]:
-    """``NAME=PATH`` or ``PATH`` (the annotator is the file's stem) -> annotator: paths."""
-    out: dict[str, list[str]] = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep:
-            name, path = Path(value).stem, value
-        if not name:
-            raise ConfigError(f"--sheets: {value!r} names no annotator (NAME=PATH)")
-        out.setdefault(name, []).append(path)
-    return out
-
-
-def run_score(args: argparse.Namespace) -> int:
-    key_path = Path(args.key)
-    if not key_path.is_file():
-        raise ConfigError(f"key {key_path} does not exist")
-    key = pl.read_csv(
-        key_path,
-        schema_overrides={
-            "sheet_id": pl.String,
-            "item": pl.Int64,
-            "meant_for_post_set": pl.Boolean,
-        },
-    )
-    filled = {}
-    for annotator, paths in parse_sheet_args(args.sheets).items():
-        filled[annotator] = combine_files([(p, read_filled(p)) for p in paths], annotator)
-    table, summary = score_sheets(key, filled)
-    write_json(summary, args.out)
-    if args.out_csv:
-        write_text(table.write_csv(float_precision=4), args.out_csv)
-    for model, entry in summary["models"].items():
-        log.info("human scores of %s: %s", model, entry)
-    log.info("agreement: %s", summary["agreement"])
-    return 0
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True)
-    export = sub.add_parser("export", help="annotation sheets (HTML and CSV) and their key")
-    export.add_argument("--rows", required=True, help="evaluation rows Parquet")
-    export.add_argument(
-        "--theories", nargs="+", required=True, help="theories Parquet of the TMs (one k)"
-    )
-    export.add_argument(
-        "--predictions",
-        nargs="+",
-        required=True,
-        help="predictions Parquet of those TMs (an experiment's predictions.parquet, or one file "
-        "per TM): instances are rows where the strongest TM is right and the others wrong",
-    )
-    export.add_argument("--strong", help="the strongest TM (default: the most accurate given)")
-    export.add_argument("--cm", help="the CM whose answers select instances (if several)")
-    export.add_argument("--k", type=int, help="the calibration size (if the files hold several)")
-    export.add_argument("--demographics", help="demographics file (display names)")
-    export.add_argument("--sheets-per-model", type=int, default=38, help="paper: 38")
-    export.add_argument("--seed", type=int, default=0, help="seed of the sheet's row order")
-    export.add_argument("--out-dir", required=True, help="folder of the annotation sheets")
-    score = sub.add_parser("score", help="score filled sheets")
-    score.add_argument("--key", required=True, help="key.csv written by export")
-    score.add_argument(
-        "--sheets",
-        nargs="+",
-        required=True,
-        help="filled part1.csv / part2.csv files, as NAME=PATH (one annotator's files share "
-        "the NAME) or PATH (annotator = file name)",
-    )
-    score.add_argument("--out", required=True, help="JSON: scores per model and agreement")
-    score.add_argument("--out-csv", help="per (annotator, sheet) scores CSV")
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.action == "export":
-        if args.sheets_per_model < 1:
-            raise ConfigError("--sheets-per-model: must be positive")
-        return run_export(args)
-    return run_score(args)
+    return part1, part2, key, counts

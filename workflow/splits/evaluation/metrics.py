@@ -15,7 +15,6 @@ comparison tables as CSV and Markdown.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import logging
 import math
@@ -25,8 +24,7 @@ from pathlib import Path
 import polars as pl
 
 from splits.errors import ConfigError
-from splits.evaluation.common import read_rows
-from splits.io import write_json, write_parquet, write_text
+from splits.io import write_text
 from splits.stats import benjamini_hochberg, mcnemar_exact, sign_flip_test, wilson_interval
 
 log = logging.getLogger(__name__)
@@ -288,7 +286,7 @@ GROUP_SCHEMA = {
 
 
 def groups_table(
-    predictions: pl.DataFrame, groups: dict[str, list[str]], seed: int = 0
+    predictions: pl.DataFrame, groups: dict[str, list[str]], seed: int
 ) -> pl.DataFrame:
     """Pooled accuracy of groups of TMs (e.g. strong vs weak) per (CM, k): every (TM, row) is
     one trial, so the Wilson interval treats a row's TMs as independent (they are not: read it as
@@ -392,17 +390,6 @@ def write_csv(frame: pl.DataFrame, path: str | Path) -> None:
     write_text(frame.write_csv(float_precision=6), path)
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", required=True, help="evaluation rows Parquet")
-    parser.add_argument("--predictions", nargs="+", required=True, help="prediction Parquet files")
-    parser.add_argument("--experiment", required=True, help="experiment name (titles)")
-    parser.add_argument("--out-dir", required=True, help="folder of the tables")
-    parser.add_argument(
-        "--groups", default="{}", help='groups of TMs as JSON, e.g. {"strong": ["a", "b"]}'
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sign-flip tests")
-
-
 def parse_groups(text: str, tms: set[str]) -> dict[str, list[str]]:
     import json
 
@@ -421,20 +408,16 @@ def parse_groups(text: str, tms: set[str]) -> dict[str, list[str]]:
     return groups
 
 
-def run(args: argparse.Namespace) -> int:
-    rows = read_rows(args.rows)
-    predictions = load_predictions(args.predictions, rows)
-    out = Path(args.out_dir)
-    summary = summary_table(predictions)
-    splits = splits_table(predictions)
-    comparisons = comparisons_table(predictions)
-    groups = parse_groups(args.groups, set(predictions["tm"].unique()))
-    grouped = groups_table(predictions, groups, args.seed)
-    write_csv(grouped, out / "groups.csv")
-    write_parquet(predictions.sort(*CONFIG_COLUMNS, "eval_row"), out / "predictions.parquet")
-    for name, frame in (("summary", summary), ("splits", splits), ("comparisons", comparisons)):
-        write_csv(frame, out / f"{name}.csv")
-    md = [f"# Experiment {args.experiment}: {rows.height} rows", ""]
+def tables_markdown(
+    experiment: str,
+    n_rows: int,
+    summary: pl.DataFrame,
+    splits: pl.DataFrame,
+    comparisons: pl.DataFrame,
+    grouped: pl.DataFrame,
+) -> str:
+    """tables.md: accuracy per configuration and split, the tests between ks, the groups."""
+    md = [f"# Experiment {experiment}: {n_rows} rows", ""]
     md.append(markdown_table(compact_accuracy(summary), "Accuracy per TM, CM and k"))
     for split in SPLITS:
         part = compact_accuracy(splits.filter(pl.col("split") == split)).drop("split")
@@ -466,25 +449,13 @@ def run(args: argparse.Namespace) -> int:
                 "Groups of TMs (pooled; versus: paired sign-flip test of the per-row difference)",
             )
         )
-    write_text("\n".join(md), out / "tables.md")
-    comparison_md = [f"# Experiment {args.experiment}: paired exact McNemar tests", ""]
+    return "\n".join(md)
+
+
+def comparisons_markdown(experiment: str, comparisons: pl.DataFrame) -> str:
+    comparison_md = [f"# Experiment {experiment}: paired exact McNemar tests", ""]
     comparison_md.append(
         "p_bh: Benjamini-Hochberg over the keys of one (model pair, split) table.\n"
     )
     comparison_md.append(markdown_table(comparisons))
-    write_text("\n".join(comparison_md), out / "comparisons.md")
-    write_json(
-        {
-            "experiment": args.experiment,
-            "rows": rows.height,
-            "configurations": summary.select(*CONFIG_COLUMNS, "accuracy").to_dicts(),
-        },
-        out / "metrics.json",
-    )
-    log.info(
-        "metrics of %s: %d configurations over %d rows",
-        args.experiment,
-        summary.height,
-        rows.height,
-    )
-    return 0
+    return "\n".join(comparison_md)

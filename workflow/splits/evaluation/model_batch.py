@@ -25,32 +25,27 @@ evaluation report's throughput table).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
-from splits.config.templates import CM_SLOTS
 from splits.errors import ConfigError
 from splits.evaluation.classify import build_cm_requests, read_theories, theories_by_row
-from splits.evaluation.common import (
-    MAX_POST_CHARS,
-    display_names,
-    load_template,
-    model_registry,
-    read_rows,
-)
-from splits.health import Finding, log_findings, write_findings
-from splits.io import read_json, write_json, write_text
-from splits.llm.base import SamplingParams
+from splits.evaluation.common import PromptTemplate, read_rows
+from splits.evaluation.metrics import markdown_table
+from splits.evaluation.settings import CMSettings, TMSettings
+from splits.evaluation.theorize import build_tm_requests
+from splits.health import Finding
+from splits.io import read_json
 
 log = logging.getLogger(__name__)
 
-#: prompts per ``generate`` call: as many whole evaluation rows as fit, each with all its items
+#: prompts per ``generate`` call (``--block-prompts``): as many whole evaluation rows as fit,
+#: each with all its items
 BLOCK_PROMPTS = 4096
 ROLES = ("tm", "cm")
 
@@ -85,35 +80,32 @@ def row_blocks(rows: pl.DataFrame, items: int, block_prompts: int) -> Iterator[p
         yield rows.slice(start, size)
 
 
-def run_batch(args: argparse.Namespace) -> int:
-    from splits.evaluation.theorize import TM_REQUIRED, TM_SLOTS, build_tm_requests
+def run_model_batch(
+    role: str,
+    model_name: str,
+    registry: dict[str, Any],
+    plan: dict[str, list[Any]],
+    template: PromptTemplate | None,
+    names: Mapping[str, str],
+    settings: TMSettings | CMSettings,
+    cache: str,
+    block_prompts: int,
+) -> dict[str, Any]:
+    """Every prompt of ``plan`` (see :func:`parse_plan`) through one engine of ``model_name``,
+    into its response cache; returns the job's report (counts, tokens, seconds)."""
     from splits.llm import load_model
 
-    plan = parse_plan(args.plan, args.role)
-    names = display_names(args.demographics)
-    params = SamplingParams(
-        temperature=args.temperature, max_tokens=args.max_tokens, seed=args.seed
-    )
-    if args.role == "tm":
-        template = load_template(args.template, TM_SLOTS, TM_REQUIRED) if args.template else None
-    else:
-        if not args.template:
-            raise ConfigError("--template: a CM batch needs the CM prompt template")
-        template = load_template(args.template, CM_SLOTS, CM_SLOTS)
-    registry = model_registry(args.model, args.model_spec)
     started = time.perf_counter()
-    model = load_model(args.model, registry, cache_path=args.cache)
+    model = load_model(model_name, registry, cache_path=cache)
     try:
         for rows_path, values in plan.items():
             rows = read_rows(rows_path)
-            if args.role == "tm":
-                for block in row_blocks(rows, len(values), args.block_prompts):
+            if role == "tm":
+                for block in row_blocks(rows, len(values), block_prompts):
                     requests = [
                         request
                         for k in values
-                        for request in build_tm_requests(
-                            block, k, template, params, names, args.raw_prompt, args.max_post_chars
-                        )
+                        for request in build_tm_requests(block, k, template, names, settings)
                     ]
                     labels = [
                         f"{rows_path} quadruplet {qid}, k={k}"
@@ -123,12 +115,12 @@ def run_batch(args: argparse.Namespace) -> int:
                     model.generate(requests, labels=labels)
             else:
                 theories = [theories_by_row(read_theories(path), rows) for path in values]
-                for block in row_blocks(rows, len(theories), args.block_prompts):
+                for block in row_blocks(rows, len(theories), block_prompts):
                     requests = [
                         request
                         for theory_of in theories
                         for request in build_cm_requests(
-                            block, theory_of, template, params, names, args.max_post_chars
+                            block, theory_of, template, names, settings
                         )
                     ]
                     labels = [
@@ -139,18 +131,15 @@ def run_batch(args: argparse.Namespace) -> int:
                     model.generate(requests, labels=labels)
     finally:
         model.close()
-    report = {
-        "model": args.model,
-        "role": args.role,
+    return {
+        "model": model_name,
+        "role": role,
         "backend": model.spec["backend"],
         "rows_files": len(plan),
         "plan_items": sum(len(v) for v in plan.values()),
         **model.stats.as_dict(),
         "wall_s": time.perf_counter() - started,
     }
-    write_json(report, args.report)
-    log.info("%s batch of %s: %s", args.role.upper(), args.model, report)
-    return 0
 
 
 # --------------------------------------------------------------------------- throughput table
@@ -187,19 +176,20 @@ def throughput_table(reports: list[dict[str, Any]]) -> pl.DataFrame:
     return frame.sort("model", "role")
 
 
-def run_throughput(args: argparse.Namespace) -> int:
-    from splits.evaluation.metrics import markdown_table, write_csv
-
+def read_reports(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """The batch jobs' reports; a ConfigError for a file that is not one, or for none."""
     reports = []
-    for path in args.reports:
+    for path in paths:
         report = read_json(path)
         if not isinstance(report, dict) or report.get("role") not in ROLES:
             raise ConfigError(f"{path}: not a model-batch report")
         reports.append(report)
     if not reports:
         raise ConfigError("--reports: no batch report given")
-    table = throughput_table(reports)
-    write_csv(table, args.out_csv)
+    return reports
+
+
+def throughput_markdown(table: pl.DataFrame) -> str:
     shown = table.with_columns(pl.col(pl.Float64).round(2))
     note = (
         "One row per LLM and role (TM or CM batch job) of the last run of that job: prompts "
@@ -210,12 +200,7 @@ def run_throughput(args: argparse.Namespace) -> int:
         "the prompts skipped as over-long (models.<name>.overlong_prompts: skip: their answers "
         "are empty).\n\n"
     )
-    write_text(markdown_table(shown, "LLM throughput per model") + "\n" + note, args.out_md)
-    if args.health:
-        findings = overlong_findings(reports)
-        log_findings(findings)
-        write_findings(args.health, findings)
-    return 0
+    return markdown_table(shown, "LLM throughput per model") + "\n" + note
 
 
 def overlong_findings(reports: list[dict[str, Any]]) -> list[Finding]:
@@ -246,64 +231,3 @@ def overlong_findings(reports: list[dict[str, Any]]) -> list[Finding]:
             )
         )
     return findings
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="role", required=True)
-    for role, what in (("tm", "TM"), ("cm", "CM")):
-        batch = sub.add_parser(role, help=f"every {what} prompt of one model into its cache")
-        batch.add_argument("--model", required=True, help=f"{what} name in the model registry")
-        batch.add_argument(
-            "--model-spec", required=True, help="the registry entry of --model, as JSON"
-        )
-        plan_help = (
-            '[{"rows": rows.parquet, "k": 4}, ...]'
-            if role == "tm"
-            else '[{"rows": rows.parquet, "theories": theories.parquet}, ...]'
-        )
-        batch.add_argument("--plan", required=True, help=f"JSON list: {plan_help}")
-        batch.add_argument("--template", help=f"{what} prompt template")
-        if role == "tm":
-            batch.add_argument(
-                "--raw-prompt", action="store_true", help="send the prompt as a raw completion"
-            )
-        batch.add_argument("--demographics", help="demographics file (display names)")
-        batch.add_argument(
-            "--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)"
-        )
-        batch.add_argument(
-            "--max-tokens", type=int, default=400, help="most tokens generated per answer"
-        )
-        batch.add_argument("--seed", type=int, default=0, help="seed of the model's sampling")
-        batch.add_argument(
-            "--max-post-chars",
-            type=int,
-            default=MAX_POST_CHARS,
-            help="characters kept of each post in the prompt",
-        )
-        batch.add_argument(
-            "--block-prompts",
-            type=int,
-            default=BLOCK_PROMPTS,
-            help="prompts per engine call (whole evaluation rows with all their plan items)",
-        )
-        batch.add_argument("--cache", required=True, help="LLM response cache (SQLite) path")
-        batch.add_argument("--report", required=True, help="JSON throughput report")
-    table = sub.add_parser("throughput", help="the per-model throughput table of batch reports")
-    table.add_argument("--reports", nargs="*", default=[], help="batch report JSON files")
-    table.add_argument("--out-csv", required=True, help="throughput table (CSV)")
-    table.add_argument("--out-md", required=True, help="throughput table (Markdown)")
-    table.add_argument(
-        "--health", help="run-health file: the batch jobs that skipped over-long prompts"
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.role == "throughput":
-        return run_throughput(args)
-    if args.block_prompts < 1:
-        raise ConfigError("--block-prompts: must be positive")
-    return run_batch(args)

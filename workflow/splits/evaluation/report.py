@@ -11,14 +11,12 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 from pathlib import Path
 
 import polars as pl
 
-from splits.errors import ConfigError
 from splits.plots import message_figure, save_figure
 
 log = logging.getLogger(__name__)
@@ -185,24 +183,13 @@ def plot_group_gaps(table: pl.DataFrame, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--summary", required=True, help="summary.csv of an experiment")
-    parser.add_argument("--splits", required=True, help="splits.csv of an experiment")
-    parser.add_argument(
-        "--experiment", required=True, help="experiment name (evaluation.experiments key)"
-    )
-    parser.add_argument("--out-dir", required=True, help="folder of the plots and tables")
-
-
-def run(args: argparse.Namespace) -> int:
-    for path in (args.summary, args.splits):
-        if not Path(path).is_file():
-            raise ConfigError(f"report input {path} does not exist")
-    summary = pl.read_csv(args.summary)
-    splits = pl.read_csv(args.splits, schema_overrides={"key": pl.String})
-    out = Path(args.out_dir)
+def plot_experiment(
+    summary: pl.DataFrame, splits: pl.DataFrame, out: Path, experiment: str
+) -> None:
+    """The experiment's plots (accuracy vs k, the TM x CM heatmap, by pair, demographic and
+    category) in folder ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    title = f"experiment {args.experiment}"
+    title = f"experiment {experiment}"
     plot_accuracy_vs_k(summary, out / "accuracy_vs_k.png", title)
     plot_heatmap(summary, out / "tm_cm_heatmap.png", title)
     for split, name in (
@@ -211,5 +198,3 @@ def run(args: argparse.Namespace) -> int:
         ("category", "by_category"),
     ):
         plot_split(splits, split, out / f"{name}.png", title)
-    log.info("report plots of %s written to %s", args.experiment, out)
-    return 0

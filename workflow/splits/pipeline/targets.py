@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 from splits.config.definitions import PATH_NAME, load_demographics
+from splits.config.settings import settings_json
+from splits.evaluation.settings import TMPromptSettings, TMSettings
 
 # the rows an experiment evaluates on: "<N>" (or "all") rows of the dataset, or "<N>-k<K>" rows
 # of the dataset sampled with calibration size K for an experiment whose largest k exceeds
@@ -252,12 +254,15 @@ def evaluation_model_args(config: dict, model: str, cache_only: bool = False) ->
     return words
 
 
-def evaluation_tm_prompt_args(config: dict, prompt: list[str]) -> list[str]:
-    """--template (and --raw-prompt) of TMs that take a prompt (``prompt`` is [] for the others)."""
-    if not prompt:
-        return []
-    raw = ["--raw-prompt"] if config["evaluation"]["tm_raw_prompt"] else []
-    return ["--template", prompt[0], *raw]
+def evaluation_tm_prompt_args(prompt: list[str]) -> list[str]:
+    """--template of TMs that take a prompt (``prompt`` is [] for the others)."""
+    return ["--template", prompt[0]] if prompt else []
+
+
+def evaluation_tm_settings(config: dict, prompt: list[str]) -> str:
+    """The settings of a TM's jobs (batch and per row): a TM that takes a prompt reads
+    ``evaluation.tm_raw_prompt`` too, the others do not (editing it re-runs only LLM TMs)."""
+    return settings_json(config, TMPromptSettings if prompt else TMSettings)
 
 
 def evaluation_groups_json(config: dict, name: str) -> str:
