@@ -620,8 +620,8 @@ def test_a_file_damaged_past_its_footer_is_found_and_named_when_the_stage_fails(
         "graph",
         "--posts",
         str(bad),
-        "--min-posts",
-        "1",
+        "--settings",
+        '{"top_n": 50000, "min_posts": 1, "k": 20, "block_mb": 256}',
         "--out-dir",
         str(tmp_path / "out"),
         cwd=tmp_path,
@@ -646,7 +646,7 @@ def test_the_folder_claim_refuses_a_second_run_lets_a_dry_run_through_and_dies_w
             sys.executable,
             "-c",
             "import json, os, socket, sys, time\n"
-            "from splits import runlock\n"
+            "from splits.pipeline import runlock\n"
             f"runlock.claim_folder({str(state)!r}, argv=[])\n"
             "locks = os.path.join(sys.argv[1], 'locks')\n"
             "os.makedirs(locks)\n"
