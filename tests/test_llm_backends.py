@@ -113,3 +113,43 @@ def test_the_llm_layer_writes_no_environment():
     # what served mode's settings export did before it moved to the Snakefile is found
     before = "import os\nos.environ.pop(K, None)\nos.environ[K] = v\nos.environ.get(K)\n"
     assert sorted(_environment_writes(before, "serve.py")) == ["serve.py:2", "serve.py:3"]
+
+
+def test_splits_llm_by_hand_with_a_config_equals_the_settings_run(tmp_path):
+    """``splits llm --config FILE`` reads the models registry and seed through the settings path,
+    the same as ``--settings`` with those values."""
+    import json
+
+    import yaml
+    from splits.cli import main
+    from splits.llm import Backend, Completion, register_builtin
+
+    class Echo(Backend):
+        def __init__(self, name, spec):
+            self.name = name
+
+        def identity(self):
+            return {"kind": "echo-seed"}
+
+        def generate(self, requests):
+            return [
+                Completion(
+                    f"{r.prompt} seed={r.params.seed} max={r.params.max_tokens}", "stop", 1, 1, 0.0
+                )
+                for r in requests
+            ]
+
+    register_builtin("test-echo-seed")(Echo)
+    models = {"echo": {"backend": "builtin", "kind": "test-echo-seed"}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"seed": 7, "models": models}))
+    prompts = tmp_path / "in.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "yo", "seed": 3}\n')
+    common = ["llm", "--model", "echo", "--input", str(prompts), "--no-cache", "--max-tokens", "9"]
+    by_config, by_settings = tmp_path / "config.jsonl", tmp_path / "settings.jsonl"
+    assert main([*common, "--config", str(config), "--output", str(by_config)]) == 0
+    settings = json.dumps({"models": models, "seed": 7})
+    assert main([*common, "--settings", settings, "--output", str(by_settings)]) == 0
+    assert by_config.read_text() == by_settings.read_text()
+    texts = [json.loads(line)["text"] for line in by_config.read_text().splitlines()]
+    assert texts == ["hi seed=7 max=9", "yo seed=3 max=9"]

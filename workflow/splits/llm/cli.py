@@ -16,10 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from splits.config.schema import load_config
+from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.errors import ConfigError
 from splits.io import write_text
 from splits.llm.base import LLMError, Request, SamplingParams
+from splits.llm.registry import load_model
+from splits.llm.settings import LLMBatchSettings
 
 log = logging.getLogger(__name__)
 REQUEST_KEYS = {"id", "prompt", "messages", "temperature", "max_tokens", "seed", "stop", "payload"}
@@ -33,9 +35,7 @@ def default_cache() -> Path:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", default="config/config.yaml", help="config file holding the models registry"
-    )
+    add_settings_arguments(parser)  # --config FILE (the models registry, seed) or --settings
     parser.add_argument("--model", required=True, help="model name in config['models']")
     parser.add_argument("--input", required=True, help="JSONL file of requests ('-' for stdin)")
     parser.add_argument("--output", default="-", help="JSONL file of completions ('-' for stdout)")
@@ -48,14 +48,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parser.add_argument(
-        "--temperature", type=float, default=0.0, help="temperature of requests that set none"
+        "--temperature",
+        type=float,
+        help="temperature of requests that set none (default: greedy, 0)",
     )
     parser.add_argument(
-        "--max-tokens", type=int, default=256, help="max_tokens of requests that set none"
+        "--max-tokens",
+        type=int,
+        help="max_tokens of requests that set none (default: SamplingParams's, 256)",
     )
-    parser.add_argument(
-        "--seed", type=int, default=None, help="default seed (default: config seed)"
-    )
+    parser.add_argument("--seed", type=int, help="seed of requests that set none (default: seed)")
 
 
 def parse_request(line: str, where: str, defaults: SamplingParams) -> tuple[Any, Request]:
@@ -116,15 +118,15 @@ def read_requests(path: str, defaults: SamplingParams) -> list[tuple[Any, Reques
 
 
 def run(args: argparse.Namespace) -> int:
-    from splits.llm.registry import load_model
-
-    config = load_config(args.config)
-    seed = config["seed"] if args.seed is None else args.seed
-    defaults = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens, seed=seed)
+    settings = settings_from_args(args, LLMBatchSettings)
+    given = {"temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed}
+    defaults = SamplingParams(
+        **{"seed": settings.seed, **{k: v for k, v in given.items() if v is not None}}
+    )
     items = read_requests(args.input, defaults)
     cache = None if args.no_cache else args.cache
     try:
-        with load_model(args.model, config["models"], cache_path=cache) as model:
+        with load_model(args.model, settings.models, cache_path=cache) as model:
             completions = model.generate(
                 [r for _, r in items],
                 labels=[

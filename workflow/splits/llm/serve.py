@@ -88,12 +88,15 @@ def settings_from_config(
 def settings_from_env(environ: Mapping[str, str]) -> ServeSettings | None:
     """The served-mode settings a job inherited (None: batch mode)."""
     text = environ.get(SERVE_ENV)
-    if not text:
-        return None
+    return settings_from_json(text, SERVE_ENV) if text else None
+
+
+def settings_from_json(text: str, where: str) -> ServeSettings:
+    """The settings of ``ServeSettings.as_json()``; ConfigError naming ``where`` otherwise."""
     try:
         return ServeSettings(**json.loads(text))
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"{SERVE_ENV}: not valid served-mode settings ({err})") from err
+        raise ConfigError(f"{where}: not valid served-mode settings ({err})") from err
 
 
 def served_build(name: str, spec: Mapping[str, Any], identity: Mapping[str, Any] | None):
@@ -256,12 +259,8 @@ def start_server(name: str, spec: Mapping[str, Any], settings: ServeSettings) ->
         name,
         "--model-spec",
         json.dumps(dict(spec), sort_keys=True),
-        "--dir",
-        settings.dir,
-        "--idle-timeout-s",
-        str(settings.idle_timeout_s),
-        "--vllm-server",
-        settings.vllm_server,
+        "--settings",
+        settings.as_json(),
     ]
     with open(files["log"], "ab") as out:
         process = subprocess.Popen(

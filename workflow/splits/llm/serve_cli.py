@@ -9,7 +9,7 @@ import logging
 
 from splits.errors import ConfigError
 from splits.llm.backends import BACKENDS, backend_class
-from splits.llm.serve import stop_servers
+from splits.llm.serve import settings_from_json, stop_servers
 from splits.llm.server import run_server
 
 log = logging.getLogger(__name__)
@@ -24,19 +24,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     serve = sub.add_parser("run", help="serve one model until it is idle (started by the jobs)")
     serve.add_argument("--model", required=True, help="model name in the registry")
     serve.add_argument("--model-spec", required=True, help="the registry entry of --model, as JSON")
-    serve.add_argument("--dir", required=True, help="servers folder (endpoint, lock, log files)")
     serve.add_argument(
-        "--idle-timeout-s",
-        type=float,
+        "--settings",
         required=True,
-        help="exit after this long without clients (llm.serve.idle_timeout_s)",
-    )
-    serve.add_argument(
-        "--vllm-server",
-        choices=("engine", "vllm-serve"),
-        required=True,
-        help="a vllm model: its offline engine in this process, or vLLM's own server "
-        "(llm.serve.vllm_server)",
+        help="served mode's settings as JSON, as the jobs inherit them (SPLITS_LLM_SERVE): the "
+        "servers folder (dir) and the llm.serve keys",
     )
     stop = sub.add_parser("stop", help="stop the servers of a servers folder")
     stop.add_argument("--dir", required=True, help="servers folder")
@@ -55,4 +47,4 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(spec, dict) or not _servable(spec.get("backend")):
         served = [name for name in sorted(BACKENDS) if backend_class(name).servable]
         raise ConfigError(f"--model-spec: served mode serves backends {', '.join(served)} only")
-    return run_server(args.model, spec, args.dir, args.idle_timeout_s, args.vllm_server)
+    return run_server(args.model, spec, settings_from_json(args.settings, "--settings"))

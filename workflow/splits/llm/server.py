@@ -25,7 +25,7 @@ from typing import Any
 from splits.llm.backends import build_backend, model_spec
 from splits.llm.base import Backend, Completion, Request, SamplingParams
 from splits.llm.cache import request_key
-from splits.llm.serve import open_lock, read_endpoint, server_files
+from splits.llm.serve import ServeSettings, open_lock, read_endpoint, server_files
 from splits.llm.vllm_serve import VLLMServe
 
 log = logging.getLogger(__name__)
@@ -272,17 +272,13 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def run_server(
-    name: str,
-    spec: Mapping[str, Any],
-    folder: str,
-    idle_timeout_s: float,
-    vllm_server: str,
-) -> int:
-    """Build model ``name``'s engine, serve it, publish the endpoint; return once no client has
-    held the lease for ``idle_timeout_s`` or on SIGTERM/SIGINT. ``vllm_server``: ``engine`` serves
-    a vLLM model's offline engine in this process; ``vllm-serve`` runs vLLM's own OpenAI server
-    (``vllm serve``) as a child with the spec's engine arguments."""
+def run_server(name: str, spec: Mapping[str, Any], settings: ServeSettings) -> int:
+    """Build model ``name``'s engine, serve it, publish the endpoint in the servers folder
+    ``settings.dir``; return once no client has held the lease for ``settings.idle_timeout_s`` or
+    on SIGTERM/SIGINT. ``settings.vllm_server``: ``engine`` serves a vLLM model's offline engine
+    in this process; ``vllm-serve`` runs vLLM's own OpenAI server (``vllm serve``) as a child
+    with the spec's engine arguments."""
+    folder, idle_timeout_s = settings.dir, float(settings.idle_timeout_s)
     files = server_files(folder, name)
     server_fd = open_lock(files["server"])
     deadline = time.monotonic() + 30
@@ -301,7 +297,7 @@ def run_server(
     checked = model_spec(name, {name: dict(spec)})
     started = time.perf_counter()
     backend = None
-    if checked["backend"] == "vllm" and vllm_server == "vllm-serve":
+    if checked["backend"] == "vllm" and settings.vllm_server == "vllm-serve":
         server = VLLMServe(name, checked).start(stopping)
     else:
         backend = build_backend(name, checked)
