@@ -47,10 +47,11 @@ include: "workflow/rules/hypotheses.smk"
 include: "workflow/rules/report.smk"
 
 
+import os
 import time
 
 from splits.health import print_run_health, run_health_lines
-from splits.llm.serve import export_settings, stop_servers
+from splits.llm.serve import SERVE_ENV, settings_from_config, stop_servers
 from splits.report.tables import report_pages
 from splits.pipeline.runlock import claim_folder_or_stop, record_owner
 
@@ -70,8 +71,13 @@ RUN_STARTED = time.time()
 config["run_health"] = run_health_lines(RESULTS)
 
 
-# served mode (llm.serve): jobs inherit its settings; the model servers stop when the run ends
-export_settings(config, LLM_SERVERS_DIR)
+# served mode (llm.serve): jobs inherit its settings (not a rule parameter: switching modes re-runs
+# nothing; batch mode clears what a shell may have set); the model servers stop when the run ends
+SERVE_SETTINGS = settings_from_config(config, LLM_SERVERS_DIR)
+if SERVE_SETTINGS is None:
+    os.environ.pop(SERVE_ENV, None)
+else:
+    os.environ[SERVE_ENV] = SERVE_SETTINGS.as_json()
 
 
 onsuccess:

@@ -39,6 +39,14 @@ standin_engine.install({builds!r}, {load_s!r})
 class StandInEngine(Backend):
     builds_file: str | None = None
     load_s: float = 0.0
+    # what the vllm backend declares in the backend table (splits.llm.backends), except the
+    # packages: a stand-in needs none
+    prompted = True
+    servable = True
+
+    @classmethod
+    def gpus(cls, spec: Mapping[str, Any]) -> int:
+        return int(spec["tensor_parallel_size"])
 
     def __init__(self, name: str, spec: Mapping[str, Any], engine: Any = None):
         started = time.perf_counter()

@@ -23,7 +23,7 @@ from splits.llm import (
     request_key,
     validate_registry,
 )
-from splits.llm import registry as registry_module
+from splits.llm import backends as backends_module
 
 
 class CountingBackend(Backend):
@@ -223,8 +223,8 @@ def test_backends_and_builtin_kinds_through_one_table(tmp_path, monkeypatch):
         "test_broken": "splits_test_provider_broken:Echo",
         "test_engine": "splits_test_needs_engine:Engine",
     }
-    monkeypatch.setattr(registry_module, "BUILTIN_KINDS", kinds)
-    monkeypatch.setitem(registry_module.EXTRAS, "splits_fake_engine_library", "vllm")
+    monkeypatch.setattr(backends_module, "BUILTIN_KINDS", kinds)
+    monkeypatch.setitem(backends_module.EXTRAS, "splits_fake_engine_library", "vllm")
     model = load_model("p", {"p": {"backend": "builtin", "kind": "test_provided"}})
     assert model.generate([Request(prompt="hello")])[0].text == "hello"
     assert "splits_test_provider_broken" not in sys.modules  # only what is asked is imported
@@ -249,7 +249,7 @@ def test_backends_and_builtin_kinds_through_one_table(tmp_path, monkeypatch):
 
 def test_package_builtin_kinds_are_in_the_table():
     for kind in ("lexical", "no-theory", "oracle-lexical", "probe-scripted"):
-        factory = registry_module.backend_factory("m", {"backend": "builtin", "kind": kind})
+        factory = backends_module.backend_factory("m", {"backend": "builtin", "kind": kind})
         assert isinstance(factory, type) and issubclass(factory, Backend)
 
 

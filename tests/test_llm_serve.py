@@ -35,8 +35,9 @@ from splits.llm import Request, SamplingParams, load_model
 from splits.llm.serve import (
     SERVE_ENV,
     ServeSettings,
-    export_settings,
     read_endpoint,
+    settings_from_config,
+    settings_from_env,
     stop_servers,
 )
 from splits.testing.tiny_models import build_tiny_model
@@ -65,6 +66,13 @@ def tiny(tmp_path_factory):
     config_path = root / "config.yaml"
     config_path.write_text(yaml.safe_dump(config))
     return {"spec": spec, "config": config_path, "root": root}
+
+
+def serve_settings(folder: Path, **keys) -> ServeSettings:
+    """Served mode's settings with the schema's defaults but ``keys``, as the Snakefile builds
+    them."""
+    config = validate_config({"llm": {"serve": {"enabled": True, **keys}}}, load_schema())
+    return settings_from_config(config, folder)
 
 
 def _env(settings: ServeSettings | None, **extra) -> dict:
@@ -106,7 +114,7 @@ def _finish(proc) -> str:
 
 def test_two_jobs_share_one_server_and_each_prompt_is_generated_once(tiny, tmp_path):
     folder = tmp_path / "servers"
-    settings = ServeSettings(dir=str(folder), idle_timeout_s=60)
+    settings = serve_settings(folder, idle_timeout_s=60)
     prompts_a = [f"alpha {i} baking bread" for i in range(8)]
     prompts_b = prompts_a[4:] + [f"beta {i} grading papers" for i in range(4)]
     jobs = []
@@ -160,7 +168,7 @@ def test_two_jobs_share_one_server_and_each_prompt_is_generated_once(tiny, tmp_p
 def test_killed_served_job_resumed_sends_no_finished_prompt_to_the_engine(tiny, tmp_path):
     folder = tmp_path / "servers"
     # one request in flight at a time, so the kill lands between answers
-    settings = ServeSettings(dir=str(folder), idle_timeout_s=60, concurrency=1)
+    settings = serve_settings(folder, idle_timeout_s=60, concurrency=1)
     prompts = [f"item {i:02d} about parish picnics" for i in range(60)]
     file = _write_prompts(tmp_path / "p.jsonl", prompts)
     cache = tmp_path / "cache.sqlite"
@@ -195,7 +203,7 @@ def test_killed_served_job_resumed_sends_no_finished_prompt_to_the_engine(tiny, 
 
 def test_idle_server_exits_and_a_killed_one_is_replaced(tiny, tmp_path, monkeypatch):
     folder = tmp_path / "servers"
-    settings = ServeSettings(dir=str(folder), idle_timeout_s=1.0)
+    settings = serve_settings(folder, idle_timeout_s=1.0)
     monkeypatch.setenv(SERVE_ENV, settings.as_json())
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     registry = {"tiny": tiny["spec"]}
@@ -258,13 +266,16 @@ def test_serve_settings_from_the_config(tmp_path, monkeypatch):
         "request_timeout_s": 3600,
         "vllm_server": "engine",
     }
-    monkeypatch.setenv(SERVE_ENV, "stale")
-    assert export_settings(config, tmp_path) is None
-    assert SERVE_ENV not in os.environ  # batch mode clears what a shell may have set
+    assert settings_from_config(config, tmp_path) is None  # batch mode
     config["llm"]["serve"].update(enabled=True, idle_timeout_s=5)
-    settings = export_settings(config, tmp_path / "servers")
-    assert json.loads(os.environ[SERVE_ENV]) == json.loads(settings.as_json())
+    settings = settings_from_config(config, tmp_path / "servers")
     assert settings.idle_timeout_s == 5 and Path(settings.dir).is_absolute()
+    assert settings.concurrency == 64 and settings.vllm_server == "engine"
+    # what a job inherits from the Snakefile reads back the same
+    assert settings_from_env({SERVE_ENV: settings.as_json()}) == settings
+    assert settings_from_env({}) is None
+    with pytest.raises(ConfigError, match=r"^SPLITS_LLM_SERVE: not valid served-mode settings"):
+        settings_from_env({SERVE_ENV: '{"dir": "x"}'})
     with pytest.raises(ConfigError, match=r"^llm\.serve\.idle_timeout_s: "):
         validate_config({"llm": {"serve": {"idle_timeout_s": 0}}}, schema)
     with pytest.raises(ConfigError, match=r"^llm\.serve\.port: unknown key"):
@@ -275,7 +286,7 @@ FAKE_VLLM = """#!{python}
 # a stand-in for the vllm executable: records its arguments, answers like a server
 import json, os, signal, sys, time
 from splits.llm.base import Backend, Completion
-from splits.llm.serve import ModelServer
+from splits.llm.server import ModelServer
 
 argv = sys.argv[1:]
 with open(os.environ["FAKE_VLLM_RECORD"], "w") as out:
@@ -310,7 +321,7 @@ def test_vllm_model_served_by_vllm_serve_with_its_engine_arguments(tmp_path, mon
     fake.chmod(0o755)
     record = tmp_path / "vllm-args.json"
     folder = tmp_path / "servers"
-    settings = ServeSettings(dir=str(folder), idle_timeout_s=60, vllm_server="vllm-serve")
+    settings = serve_settings(folder, idle_timeout_s=60, vllm_server="vllm-serve")
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
     monkeypatch.setenv(SERVE_ENV, settings.as_json())

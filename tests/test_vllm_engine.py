@@ -216,11 +216,13 @@ def test_overlong_prompt_refused_at_start_in_one_line(work):
 
 
 def served(work, batch, server: str) -> tuple[dict, str, Path]:
-    from splits.llm.serve import ServeSettings
+    from splits.config.schema import validate_config
+    from splits.llm.serve import settings_from_config
 
     root = work["root"]
     folder = root / f"servers-{server}"
-    settings = ServeSettings(dir=str(folder), idle_timeout_s=120, vllm_server=server)
+    serve = {"enabled": True, "idle_timeout_s": 120, "vllm_server": server}
+    settings = settings_from_config(validate_config({"llm": {"serve": serve}}), folder)
     run_env = {**env(), "SPLITS_LLM_SERVE": settings.as_json()}
     code, log = finish(llm(work, f"{server}.jsonl", f"{server}.sqlite", env=run_env))
     assert code == 0, log[-3000:]

@@ -34,6 +34,7 @@ from splits.ingest.settings import IngestSettings, SynthSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
+from splits.llm.backends import capability
 from splits.llm.registry import gpu_resources
 from splits.pipeline.targets import (
     EVALUATION_ROWS,
@@ -257,7 +258,7 @@ def evaluation_rows_count(wildcards):
 def evaluation_tm_prompt(wildcards):
     """The TM's prompt template as an input ([] for TMs that take none: builtin, python,
     precomputed)."""
-    if backend(config, wildcards.tm) not in ("vllm", "openai", "transformers"):
+    if not capability(config["models"], wildcards.tm, "prompted"):
         return []
     evaluation = config["evaluation"]
     return [evaluation["tm_prompts"].get(wildcards.tm, evaluation["tm_prompt"])]

@@ -98,7 +98,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("splits.probes.cli", "bias probes: stress, empathy, grasp, personalization"),
     "llm": ("splits.llm.cli", "run a batch of prompts through a registry model (debugging aid)"),
     "serve": (
-        "splits.llm.serve",
+        "splits.llm.serve_cli",
         "a model's shared OpenAI-compatible server (served mode, llm.serve; started by the jobs)",
     ),
 }

@@ -280,6 +280,13 @@ def callable_inputs(payload: Mapping[str, Any]) -> dict[str, Any]:
 class PythonTM(Backend):
     """A TM implemented by a Python callable (``backend: python``)."""
 
+    classifies = False  # it writes theories
+    payload_in_key = True  # the row's payload is what it answers
+
+    @classmethod
+    def gpus(cls, spec: Mapping[str, Any]) -> int:
+        return int(spec["gpus"])
+
     #: one call per generate: each theory reaches the response cache as soon as it is returned
     stream_chunk_size = 1
 

@@ -153,10 +153,7 @@ class TransformersEncoder:
         self.name = name
         self.spec = dict(spec)
         self.batch_size = int(spec.get("batch_size") or 32)
-        try:
-            self.device = torch.device(pick_device(spec.get("device")))
-        except ConfigError as err:
-            raise ConfigError(f"models.{name}.device: {err}") from None
+        self.device = torch.device(pick_device(spec.get("device"), key=f"models.{name}.device"))
         if spec.get("cpu_threads") and self.device.type == "cpu":
             torch.set_num_threads(int(spec["cpu_threads"]))
         source = spec["model"]

@@ -9,6 +9,13 @@ Importing this package is cheap: torch, transformers, vllm and httpx load only w
 that backend is built, and vLLM and transformers engines only when a request misses the cache.
 """
 
+from splits.llm.backends import (
+    BACKENDS,
+    build_backend,
+    declared_identity,
+    model_spec,
+    validate_registry,
+)
 from splits.llm.base import (
     BUILTIN_MODELS,
     Backend,
@@ -20,15 +27,10 @@ from splits.llm.base import (
 )
 from splits.llm.cache import ResponseCache, request_key
 from splits.llm.registry import (
-    BACKENDS,
     Model,
     Throughput,
-    build_backend,
-    declared_identity,
     gpu_resources,
     load_model,
-    model_spec,
-    validate_registry,
 )
 
 __all__ = [

@@ -57,6 +57,26 @@ class Backend(ABC):
     #: installs them: checked before any job runs (splits.pipeline.start.check_extras)
     requires: tuple[str, ...] = ()
     extra: str | None = None
+    #: what the backend can do, asked through the backend table (splits.llm.backends): a
+    #: language model reading a prompt template (its prompts counted against its context); one
+    #: whose engine served mode serves; one that can classify (be a CM); one whose requests run
+    #: in the model's batch job; one that reads the request's payload (then part of the cache key)
+    prompted: bool = False
+    servable: bool = False
+    classifies: bool = True
+    batch_job: bool = True
+    payload_in_key: bool = False
+
+    @classmethod
+    def gpus(cls, spec: Mapping[str, Any]) -> int:
+        """GPUs a job running a model of this validated ``spec`` needs."""
+        return 0
+
+    @classmethod
+    def resolve(cls, name: str, spec: Mapping[str, Any]) -> Callable[..., Backend]:
+        """What builds model ``name`` of this backend: the class itself, or (a family of kinds,
+        ``builtin``) the kind's own class or factory."""
+        return cls
 
     @abstractmethod
     def identity(self) -> dict[str, Any]: ...

@@ -17,6 +17,7 @@ from typing import Any
 
 from splits.errors import ConfigError
 from splits.llm.base import Backend, Completion, Request, SamplingParams
+from splits.llm.devices import pick_device
 from splits.llm.fingerprint import hf_identity
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,12 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
 class TransformersBackend(Backend):
     requires = ("torch", "transformers")
     extra = "llm"
+    prompted = True
+    servable = True
+
+    @classmethod
+    def gpus(cls, spec: Mapping[str, Any]) -> int:
+        return 1 if str(spec["device"]).startswith("cuda") else 0
 
     def __init__(self, name: str, spec: Mapping[str, Any]):
         try:
@@ -51,25 +58,18 @@ class TransformersBackend(Backend):
             ) from err
         self.name = name
         self.spec = dict(spec)
-        self.batch_size = int(spec.get("batch_size", 8))
-        device = str(spec.get("device", "auto"))
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(
-                f"models.{name}.device: {device} requested but no CUDA GPU is visible"
-            )
-        self.device = torch.device(device)
+        self.batch_size = int(spec["batch_size"])
+        self.device = torch.device(pick_device(spec["device"], key=f"models.{name}.device"))
         if spec.get("cpu_threads") and self.device.type == "cpu":
             torch.set_num_threads(int(spec["cpu_threads"]))
-        dtype_name = str(spec.get("dtype", "auto"))
+        dtype_name = str(spec["dtype"])
         if dtype_name == "auto":
             dtype_name = "bfloat16" if self.device.type == "cuda" else "float32"
         self.dtype = getattr(torch, dtype_name)
         source = spec["model"]
         common = {
             "revision": spec.get("revision"),
-            "trust_remote_code": spec.get("trust_remote_code", False),
+            "trust_remote_code": spec["trust_remote_code"],
         }
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(

@@ -35,8 +35,6 @@ from splits.llm.base import Completion, LLMError, Request
 
 log = logging.getLogger(__name__)
 
-#: backends whose prompts are counted
-CHECKED_BACKENDS = ("vllm", "transformers", "openai")
 #: model config fields that hold the largest position, in the order they are read
 CONTEXT_FIELDS = (
     "max_position_embeddings",
@@ -89,7 +87,7 @@ def _load_tokenizer(name: str, spec: Mapping[str, Any], source: str) -> Any:
         return AutoTokenizer.from_pretrained(
             source,
             revision=spec.get("revision") if source == spec.get("model") else None,
-            trust_remote_code=bool(spec.get("trust_remote_code", False)),
+            trust_remote_code=bool(spec.get("trust_remote_code", False)),  # openai specs have none,
         )
     except (OSError, ValueError) as err:
         raise ConfigError(
@@ -106,7 +104,7 @@ def config_context(name: str, spec: Mapping[str, Any]) -> int | None:
         config = AutoConfig.from_pretrained(
             spec["model"],
             revision=spec.get("revision"),
-            trust_remote_code=bool(spec.get("trust_remote_code", False)),
+            trust_remote_code=bool(spec.get("trust_remote_code", False)),  # openai specs have none,
         )
     except (OSError, ValueError) as err:
         raise ConfigError(
@@ -151,7 +149,7 @@ def openai_meter(name: str, spec: Mapping[str, Any], headers: Mapping[str, str])
 
     base_url = str(spec["base_url"]).rstrip("/")
     model = str(spec["model"])
-    timeout = float(spec.get("timeout_s", 120))
+    timeout = float(spec["timeout_s"])
     probe_s = min(timeout, 10.0)  # what the server tells: asked once, briefly
     limit = spec.get("max_model_len")
     if limit is None:
@@ -209,7 +207,7 @@ def openai_meter(name: str, spec: Mapping[str, Any], headers: Mapping[str, str])
             name,
         )
         return Meter(int(limit), None)
-    return Meter(int(limit), count, workers=int(spec.get("concurrency", 8)))
+    return Meter(int(limit), count, workers=int(spec["concurrency"]))
 
 
 def build_meter(name: str, spec: Mapping[str, Any]) -> Meter:

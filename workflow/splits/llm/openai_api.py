@@ -121,18 +121,20 @@ def auth_headers(name: str, spec: Mapping[str, Any]) -> dict[str, str]:
 
 
 class OpenAIBackend(Backend):
+    prompted = True
+
     def __init__(self, name: str, spec: Mapping[str, Any]):
         import httpx
 
         self.name = name
         self.base_url = str(spec["base_url"]).rstrip("/")
         self.model = str(spec["model"])
-        self.concurrency = int(spec.get("concurrency", 8))
-        self.max_retries = int(spec.get("max_retries", 6))
-        self.timeout_s = float(spec.get("timeout_s", 120))
-        self.backoff_base_s = float(spec.get("backoff_base_s", 0.5))
-        self.backoff_max_s = float(spec.get("backoff_max_s", 30))
-        self.retry_after_max_s = float(spec.get("retry_after_max_s", 300))
+        self.concurrency = int(spec["concurrency"])
+        self.max_retries = int(spec["max_retries"])
+        self.timeout_s = float(spec["timeout_s"])
+        self.backoff_base_s = float(spec["backoff_base_s"])
+        self.backoff_max_s = float(spec["backoff_max_s"])
+        self.retry_after_max_s = float(spec["retry_after_max_s"])
         headers = {"Content-Type": "application/json", **auth_headers(name, spec)}
         self._rng = random.Random()
         self._rng_lock = threading.Lock()

@@ -3,17 +3,14 @@
 A registry maps names to specs (``{backend: vllm|openai|transformers|builtin, ...}``); the keys of
 each backend, their types and defaults live in ``workflow/schemas/config.schema.yaml`` (section
 ``models``), which is also what validates a registry handed to ``load_model`` directly.
-``BACKENDS`` and ``BUILTIN_KINDS`` map each backend and builtin kind to the "module:Class" that
-implements it, imported only when first needed.
+The backends themselves, and what each can do, are the table of :mod:`splits.llm.backends`.
 Engines are lazy: ``load_model`` reads the cache identity off the spec, and the engine (vLLM,
 transformers weights) is built only when a request misses the response cache.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
-import importlib
 import logging
 import sys
 import time
@@ -22,159 +19,35 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from splits.config.schema import load_schema, validate_config
-from splits.errors import ConfigError
-from splits.llm.base import BUILTIN_MODELS, Backend, Completion, LLMError, Request
+from splits.llm.backends import (
+    backend_class,
+    build_backend,
+    declared_identity,
+    model_spec,
+)
+from splits.llm.base import Backend, Completion, LLMError, Request
 from splits.llm.cache import ResponseCache, request_key
+from splits.llm.lengths import build_meter, overlong, refusal, skipped
+from splits.llm.serve import served_build
 
 log = logging.getLogger(__name__)
 
 #: batches with at least this many uncached requests get a progress bar
 PROGRESS_MIN_REQUESTS = 16
 
-_MODELS_SCHEMA: dict | None = None
-
-
-def _models_schema() -> dict:
-    global _MODELS_SCHEMA
-    if _MODELS_SCHEMA is None:
-        models = load_schema()["properties"]["models"]
-        _MODELS_SCHEMA = {"type": "object", "properties": {"models": models}}
-    return _MODELS_SCHEMA
-
-
-def validate_registry(registry: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A validated deep copy of ``registry`` with defaults filled in.
-
-    Raises ConfigError naming ``models.<name>.<key>`` for unknown keys, wrong types, missing
-    required keys and bad values.
-    """
-    if not isinstance(registry, Mapping):
-        raise ConfigError("models: must be a mapping of model name -> spec")
-    checked = validate_config({"models": copy.deepcopy(dict(registry))}, _models_schema())
-    models = checked["models"]
-    for name, spec in models.items():
-        if spec["backend"] == "openai":
-            url = str(spec["base_url"])
-            if not url.startswith(("http://", "https://")):
-                raise ConfigError(f"models.{name}.base_url: must start with http:// or https://")
-        if spec["backend"] == "python" and bool(spec.get("function")) == bool(
-            spec.get("entry_point")
-        ):
-            raise ConfigError(
-                f"models.{name}: a python TM needs exactly one of function, entry_point"
-            )
-    return models
-
-
-def model_spec(name: str, registry: Mapping[str, Any]) -> dict[str, Any]:
-    """The validated spec (defaults filled) of model ``name``."""
-    if not isinstance(registry, Mapping) or name not in registry:
-        known = ", ".join(sorted(registry)) if isinstance(registry, Mapping) else ""
-        raise ConfigError(
-            f"models.{name}: no such model in the registry (known: {known or 'none'})"
-        )
-    return validate_registry({name: registry[name]})[name]
-
 
 def gpu_resources(name: str, registry: Mapping[str, Any]) -> dict[str, Any]:
     """Snakemake resources of a rule that runs model ``name``: ``{"gpu": n, "slurm_extra": s}``.
 
-    vLLM uses ``tensor_parallel_size`` GPUs; a transformers model on ``cuda`` one; a python TM
-    its ``gpus``; builtin, precomputed, openai (remote) and CPU/auto transformers models none. ``gpu`` is the resource that
+    The backend's class says how many (:mod:`splits.llm.backends`): vLLM its
+    ``tensor_parallel_size``, a transformers model on ``cuda`` one, a python TM its ``gpus``, the
+    others none. ``gpu`` is the resource that
     snakemake-executor-plugin-slurm turns into ``--gpus=N`` (it refuses ``--gres`` inside
     ``slurm_extra``); ``slurm_extra`` is the spec's own value (e.g. ``--qos=gpu``), else empty.
     """
     spec = model_spec(name, registry)
-    backend = spec["backend"]
-    gpus = 0
-    if backend == "vllm":
-        gpus = int(spec["tensor_parallel_size"])
-    elif backend == "transformers" and str(spec["device"]).startswith("cuda"):
-        gpus = 1
-    elif backend == "python":
-        gpus = int(spec["gpus"])
-    extra = spec.get("slurm_extra") if backend in ("vllm", "transformers", "python") else None
-    return {"gpu": gpus, "slurm_extra": str(extra or "")}
-
-
-#: backend name -> "module:Class" of its Backend, imported only when a model of that backend is
-#: first needed
-BACKENDS: dict[str, str] = {
-    "vllm": "splits.llm.vllm_backend:VLLMBackend",
-    "openai": "splits.llm.openai_api:OpenAIBackend",
-    "transformers": "splits.llm.hf:TransformersBackend",
-    "python": "splits.evaluation.custom_tm:PythonTM",
-}
-#: builtin kind (``backend: builtin``) -> "module:Class" of its Backend, imported the same way;
-#: kinds registered at run time with ``register_builtin`` (tests, plugins) come first
-BUILTIN_KINDS: dict[str, str] = {
-    "lexical": "splits.evaluation.classify:LexicalCM",
-    "no-theory": "splits.evaluation.theorize:NoTheoryTM",
-    "oracle-lexical": "splits.evaluation.theorize:OracleLexicalTM",
-    "probe-scripted": "splits.probes.scripted:ScriptedProbeModel",
-}
-#: optional library a backend imports -> the extra of this package that installs it
-EXTRAS = {"vllm": "vllm", "transformers": "llm", "tokenizers": "llm", "torch": "llm"}
-
-
-def _import_target(target: str, where: str):
-    """The attribute named by "module:attribute"; a missing optional library is one ConfigError
-    line naming the extra to install, any other import error propagates."""
-    module, _, attribute = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attribute)
-    except ModuleNotFoundError as err:
-        library = (err.name or "").split(".")[0]
-        if library not in EXTRAS:
-            raise
-        raise ConfigError(
-            f"{where}: needs {library}, which is not installed "
-            f"(pip install 'splits[{EXTRAS[library]}]')"
-        ) from err
-
-
-def backend_factory(name: str, spec: Mapping[str, Any]):
-    """What builds the backend of a validated spec: a Backend class (or, for builtin kinds
-    registered at run time, a factory ``(name, spec) -> Backend``). Importing it is cheap;
-    building it may not be."""
-    backend = spec["backend"]
-    if backend == "builtin":
-        kind = str(spec["kind"])
-        if kind in BUILTIN_MODELS:
-            return BUILTIN_MODELS[kind]
-        if kind not in BUILTIN_KINDS:
-            known = ", ".join(sorted(set(BUILTIN_KINDS) | set(BUILTIN_MODELS)))
-            raise ConfigError(f"models.{name}.kind: unknown builtin kind {kind!r} (known: {known})")
-        return _import_target(BUILTIN_KINDS[kind], f"models.{name}.kind")
-    if backend == "precomputed":
-        raise ConfigError(
-            f"models.{name}: a precomputed-theories model answers no requests; it can only be a "
-            "TM of the evaluation"
-        )
-    if backend not in BACKENDS:
-        known = ", ".join(sorted(BACKENDS))
-        raise ConfigError(f"models.{name}.backend: unknown backend {backend!r} (known: {known})")
-    return _import_target(BACKENDS[backend], f"models.{name}.backend")
-
-
-def build_backend(name: str, spec: Mapping[str, Any]) -> Backend:
-    """The backend object of a validated spec (heavy libraries are imported only here)."""
-    instance = backend_factory(name, spec)(name, spec)
-    if spec["backend"] == "builtin":
-        if not isinstance(instance, Backend):
-            raise ConfigError(
-                f"models.{name}.kind: factory of {spec['kind']!r} returned no Backend"
-            )
-        if not getattr(instance, "name", None):
-            instance.name = name
-    return instance
-
-
-def declared_identity(name: str, spec: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The model's cache identity from its spec alone (None: build the backend to know it)."""
-    spec_identity = getattr(backend_factory(name, spec), "spec_identity", None)
-    return spec_identity(name, spec) if callable(spec_identity) else None
+    gpus = backend_class(spec["backend"], f"models.{name}.backend").gpus(spec)
+    return {"gpu": gpus, "slurm_extra": str(spec.get("slurm_extra") or "")}
 
 
 @dataclass
@@ -254,7 +127,7 @@ class Model:
         self._identity = dict(identity)
         # builtin and python models read the request's payload (names, topic, posts), which is
         # then part of what they answer, so of the cache key
-        self._with_payload = spec["backend"] in ("builtin", "python")
+        self._with_payload = backend_class(spec["backend"]).payload_in_key
         self._meter = None  # prompt-length meter (splits.llm.lengths), built on first miss
         self.calls = 0  # requests sent to the backend by this object (cache misses)
 
@@ -292,21 +165,19 @@ class Model:
         """Count the prompts of ``todo`` (requests that miss the cache) with the model's
         tokenizer (:mod:`splits.llm.lengths`): ``({index: skip completion}, prompt lengths)``;
         raises PromptTooLong under ``overlong_prompts: error``."""
-        from splits.llm import lengths
-
-        if self.spec["backend"] not in lengths.CHECKED_BACKENDS:
+        if not backend_class(self.spec["backend"]).prompted:
             return {}, []
         if self._meter is None:
-            self._meter = lengths.build_meter(self.name, self.spec)
-        counts, over = lengths.overlong(self._meter, todo)
+            self._meter = build_meter(self.name, self.spec)
+        counts, over = overlong(self._meter, todo)
         if counts:
             longest = max(counts)
             self.stats.longest_prompt_tokens = max(self.stats.longest_prompt_tokens or 0, longest)
             self.stats.context_tokens = self._meter.limit
         if not over:
             return {}, counts
-        if self.spec.get("overlong_prompts", "error") != "skip":
-            raise lengths.refusal(self.name, self._meter.limit, counts, over, todo, labels)
+        if self.spec["overlong_prompts"] != "skip":
+            raise refusal(self.name, self._meter.limit, counts, over, todo, labels)
         longest = max(over, key=lambda i: counts[i])
         log.warning(
             "model %s: skipped %d of %d prompts that do not fit its context of %d tokens with "
@@ -320,7 +191,7 @@ class Model:
             counts[longest],
             labels[longest],
         )
-        return {i: lengths.skipped(counts[i]) for i in over}, counts
+        return {i: skipped(counts[i]) for i in over}, counts
 
     def generate(
         self,
@@ -519,8 +390,6 @@ def load_model(
     (SQLite, created on first use; ``None``: no cache). Engines (vLLM, transformers) are built on
     the first request that misses the cache (in served mode, ``splits.llm.serve``, the model's
     shared server is used, started if needed); ``cache_only``: a miss is an error instead."""
-    from splits.llm.serve import served_build
-
     spec = model_spec(name, registry)
     identity = declared_identity(name, spec)
     # served mode (llm.serve): the engine lives in the model's server, the job is its client

@@ -79,12 +79,18 @@ def _import_vllm(name: str):
 class VLLMBackend(Backend):
     requires = ("vllm",)
     extra = "vllm"
+    prompted = True
+    servable = True
+
+    @classmethod
+    def gpus(cls, spec: Mapping[str, Any]) -> int:
+        return int(spec["tensor_parallel_size"])
 
     def __init__(self, name: str, spec: Mapping[str, Any], engine: Any = None):
         """``engine``: an already built ``vllm.LLM`` (tests); else one is built from ``spec``."""
         self.name = name
         self.spec = dict(spec)
-        self.chunk_size = int(spec.get("chunk_size", 4096))
+        self.chunk_size = int(spec["chunk_size"])
         self._vllm = _import_vllm(name)
         self.engine = engine if engine is not None else self._vllm.LLM(**engine_kwargs(spec))
         self._tokenizer = None

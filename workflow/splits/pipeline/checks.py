@@ -16,6 +16,7 @@ from splits.config.settings import settings_from_config
 from splits.config.templates import FSTRING_START, PROMPT_SLOTS, unknown_slot_error, unknown_slots
 from splits.errors import ConfigError
 from splits.hypotheses.settings import LiftSettings, ReportSettings
+from splits.llm.backends import capability
 
 
 def validate_probes(config: dict) -> None:
@@ -189,9 +190,6 @@ def check_prompt_templates(config: dict) -> None:
 
 # --------------------------------------------------------------------------- evaluation
 
-#: backends of the theory models a researcher brings, which cannot classify
-TM_ONLY_BACKENDS = ("python", "precomputed")
-
 
 def sweep_calibration_size(config: dict, experiment: dict) -> int | None:
     """The calibration size of the rows an experiment evaluates on when its largest k exceeds
@@ -214,8 +212,9 @@ def check_evaluation(config: dict) -> None:
     top_k = int(config["topics"]["top_k"])
     for name, experiment in config["evaluation"]["experiments"].items():
         for model in experiment["cms"]:
-            backend = models.get(model, {}).get("backend")
-            if backend in TM_ONLY_BACKENDS:
+            # the theory models a researcher brings (python, precomputed) cannot classify
+            if model in models and not capability(models, model, "classifies"):
+                backend = models[model]["backend"]
                 raise ConfigError(
                     f"evaluation.experiments.{name}.cms: {model!r} (backend {backend}) writes "
                     "theories and cannot classify; list it under tms"

@@ -121,13 +121,13 @@ def _used_models(config: dict) -> list[tuple[str, str, str]]:
 def check_extras(config: dict) -> None:
     """The Python packages of the chosen models' backends are installed, before any job runs:
     one line naming the key, the model, the missing modules and the pip extra."""
-    from splits.llm.registry import BACKENDS, backend_factory
+    from splits.llm.backends import BACKENDS, backend_class
 
     for key, name, backend in _used_models(config):
         if backend not in BACKENDS:
             continue
         # the backend's class says what its engine imports (a test's stand-in engine: nothing)
-        engine = backend_factory(name, {"backend": backend})
+        engine = backend_class(backend)
         extra = engine.extra
         missing = [m for m in engine.requires if importlib.util.find_spec(m) is None]
         if missing:

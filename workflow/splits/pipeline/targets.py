@@ -14,6 +14,7 @@ from pathlib import Path
 from splits.config.definitions import PATH_NAME, load_demographics
 from splits.config.settings import settings_json
 from splits.evaluation.settings import TMPromptSettings, TMSettings
+from splits.llm.backends import capability
 
 # the rows an experiment evaluates on: "<N>" (or "all") rows of the dataset, or "<N>-k<K>" rows
 # of the dataset sampled with calibration size K for an experiment whose largest k exceeds
@@ -184,7 +185,7 @@ def backend(config: dict, model: str) -> str:
 def in_batch_job(config: dict, model: str) -> bool:
     """Whether the model's requests run in its batch job behind its cache: LLMs and python TMs
     (builtin models run in the per-row jobs; a precomputed TM is read from its file)."""
-    return backend(config, model) not in ("builtin", "precomputed")
+    return capability(config["models"], model, "batch_job")
 
 
 def evaluation_models(config: dict) -> list[str]:
