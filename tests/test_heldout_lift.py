@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from splits.config.settings import schema_defaults
 from splits.hypotheses.heldout_lift import heldout_counts, subpool
 from splits.hypotheses.retrieval import Pool, PoolIndex, depth
+from splits.hypotheses.settings import LiftSettings
 
 
 def make_pool(n=200, seed=0):
@@ -23,7 +25,7 @@ def make_pool(n=200, seed=0):
 @pytest.mark.parametrize("list_size", [None, 120])
 def test_seen_posts_leave_the_list_and_its_counts(list_size):
     pool = make_pool()
-    index = PoolIndex(pool)
+    index = PoolIndex(pool, schema_defaults(LiftSettings).retrieval.bm25)
     seen = frozenset(pool.post_ids[[0, 3, 5, 7, 11, 13, 17, 19]])
     fractions = (0.05, 0.1, 0.5)
     counts, docs, _ = heldout_counts(index, ["shul"], "a", seen, fractions, list_size, seed=1)
