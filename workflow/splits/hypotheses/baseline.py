@@ -6,7 +6,7 @@ in the lift), the posts are split into a discovery and a held-out half by thread
 groups' discovery posts; its prior's background is what the pair wrote everywhere else (their
 posts on the other topics and the discovery half of this one: never a held-out post). The
 n-grams most typical of each side, with |z| at least ``min_z``, make one lexicon per target,
-of the size of the LLM lexicons of the same pool (or ``lexicon_size``). The lift scores them on
+of the median size of the model lexicons (theories, LLM) of the same pool (or ``lexicon_size``). The lift scores them on
 the held-out half only.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,30 +29,12 @@ from splits.hypotheses.fighting_words import (
 )
 from splits.hypotheses.heldout import DISCOVERY, HELDOUT, split_halves
 from splits.hypotheses.retrieval import pools_of_topic
+from splits.hypotheses.settings import FightingWordsSettings
 from splits.text import POLARS_WORD_PATTERN
 
 log = logging.getLogger(__name__)
 
 SOURCE = "fighting-words"
-
-
-@dataclass(frozen=True)
-class BaselineSettings:
-    """The Fighting Words baseline (config ``hypotheses.fighting_words``) and the held-out split
-    (``hypotheses.heldout``)."""
-
-    prior: str
-    uniform_prior: float
-    prior_scale: float | None
-    ngram_max: int
-    min_df: int
-    max_df: float
-    max_features: int | None
-    min_z: float
-    lexicon_size: int | None
-    lexicon_size_without_llm: int
-    heldout_fraction: float
-    seed: int
 
 
 def pool_scope(topic: str, group_a: str, group_b: str) -> str:
@@ -115,20 +96,22 @@ def baseline_records(
     threads: Mapping[str, str],
     pairs: Sequence[tuple[str, str]],
     topics: Sequence[str],
-    settings: BaselineSettings,
-    llm_sizes: Mapping[tuple[str, str, str], int],
+    settings: FightingWordsSettings,
+    model_sizes: Mapping[tuple[str, str, str], int],
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Fighting Words hypotheses of every (topic, pair, target), and a report: per pool the
-    discovery and held-out sizes and what was left out (counted, never silent)."""
+    discovery and held-out sizes and what was left out (counted, never silent).
+    ``model_sizes``: the median lexicon size of the model sets per (topic, a, b)."""
+    fw = settings.fighting_words
     records: list[dict[str, Any]] = []
     pools_report: list[dict[str, Any]] = []
     skipped: Counter = Counter()
-    ngram_range = (1, settings.ngram_max)
+    ngram_range = (1, fw.ngram_max)
     for a, b in pairs:
         pair_rows = topic_posts.filter(pl.col("demographic").is_in([a, b]))
         totals = (
-            ngram_counts(pair_rows["text"], settings.ngram_max)
-            if settings.prior == "informative"
+            ngram_counts(pair_rows["text"], fw.ngram_max)
+            if fw.prior == "informative"
             else None
         )
         for topic in topics:
@@ -157,33 +140,35 @@ def baseline_records(
                 continue
             matrix, vocabulary = document_terms(disc_a + disc_b, ngram_range)
             matrix, vocabulary = limit_vocabulary(
-                matrix, vocabulary, settings.min_df, settings.max_df, settings.max_features
+                matrix, vocabulary, fw.min_df, fw.max_df, fw.max_features
             )
             if not vocabulary.terms:
                 skipped["no_ngram_within_the_document_frequency_bounds"] += 2
                 continue
             counts_a = np.asarray(matrix[: len(disc_a)].sum(axis=0)).ravel()
             counts_b = np.asarray(matrix[len(disc_a) :].sum(axis=0)).ravel()
-            if settings.prior == "uniform":
-                prior = np.full(len(vocabulary.terms), float(settings.uniform_prior))
+            if fw.prior == "uniform":
+                prior = np.full(len(vocabulary.terms), float(fw.uniform_prior))
             else:
                 held = ngram_counts(
-                    pl.Series(texts[heldout].tolist(), dtype=pl.String), settings.ngram_max
+                    pl.Series(texts[heldout].tolist(), dtype=pl.String), fw.ngram_max
                 )
                 prior = informative_prior(
-                    _background_counts(vocabulary.terms, totals, held), settings.prior_scale
+                    _background_counts(vocabulary.terms, totals, held), fw.prior_scale
                 )
             z = z_scores(counts_a, counts_b, prior)
             for target, sign in ((a, 1.0), (b, -1.0)):
-                size = settings.lexicon_size or llm_sizes.get(
-                    (topic, a, b), settings.lexicon_size_without_llm
+                size = min(
+                    settings.max_entries,
+                    fw.lexicon_size
+                    or model_sizes.get((topic, a, b), fw.lexicon_size_without_models),
                 )
                 signed = sign * z
                 order = sorted(
                     (
                         i
                         for i in range(len(vocabulary.terms))
-                        if signed[i] >= settings.min_z and not only_stop_words(vocabulary.terms[i])
+                        if signed[i] >= fw.min_z and not only_stop_words(vocabulary.terms[i])
                     ),
                     key=lambda i: (-signed[i], vocabulary.terms[i]),
                 )[:size]
@@ -205,10 +190,40 @@ def baseline_records(
                     }
                 )
     report = {
-        "prior": settings.prior,
+        "prior": fw.prior,
         "heldout_fraction": settings.heldout_fraction,
         "pools": pools_report,
         "skipped": dict(sorted(skipped.items())),
         "halves": {DISCOVERY: "Fighting Words reads these", HELDOUT: "the lift scores these"},
     }
     return records, report
+
+
+def model_lexicon_sizes(frames: Sequence[pl.DataFrame]) -> dict[tuple[str, str, str], int]:
+    """The median lexicon size (rounded half up, at least 1) of the model sets' hypotheses per
+    (topic, demographic_A, demographic_B)."""
+    if not frames:
+        return {}
+    rows = pl.concat([f.select("topic", "demographic_A", "demographic_B", "lexicon") for f in frames])
+    sizes = rows.group_by("topic", "demographic_A", "demographic_B").agg(
+        pl.col("lexicon").list.len().median().alias("size")
+    )
+    return {
+        (t, a, b): max(1, int(np.floor(size + 0.5)))
+        for t, a, b, size in sizes.iter_rows()
+    }
+
+
+def read_threads(posts_path: str | None, post_ids: pl.Series) -> dict[str, str]:
+    """post id -> thread (``conversation_id``) of the given posts from the merged posts table;
+    empty without one (each post is its own thread)."""
+    if not posts_path:
+        return {}
+    frame = (
+        pl.scan_parquet(posts_path)
+        .select(pl.col("post_id").cast(pl.String), pl.col("conversation_id").cast(pl.String))
+        .filter(pl.col("post_id").is_in(post_ids.cast(pl.String).unique().implode()))
+        .drop_nulls()
+        .collect()
+    )
+    return dict(zip(frame["post_id"].to_list(), frame["conversation_id"].to_list(), strict=True))
