@@ -156,7 +156,8 @@ def run_lift(args: argparse.Namespace) -> int:
     result = evaluate_set(hypotheses, topic_posts, settings, threads)
     frame = lift_frame(result.rows, settings.alpha)
     write_parquet(frame, args.out)
-    write_parquet(matches_frame(result), args.matches)
+    if args.matches:
+        write_parquet(matches_frame(result), args.matches)
     report = lift_report(len(hypotheses), result, frame, settings)
     write_json(report, args.report)
     log.info(
@@ -333,8 +334,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         ("--set", "the hypothesis set (Parquet)"),
         ("--topic-posts", "topic posts of the run (topic_posts.parquet)"),
         ("--out", "lift of every hypothesis (Parquet)"),
-        ("--matches", "the pool's posts each lexicon matches (Parquet; for the redundancy)"),
         ("--report", "counts of scored and skipped hypotheses (JSON)"),
+    )
+    p.add_argument(
+        "--matches", help="the pool's posts each lexicon matches (Parquet; the table's redundancy)"
     )
     p.add_argument(
         "--posts",
