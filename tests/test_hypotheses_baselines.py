@@ -39,7 +39,9 @@ def topic_posts(results) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def threads(results) -> pl.DataFrame:
-    return pl.read_parquet(results / "posts" / "posts.parquet", columns=["post_id", "conversation_id"])
+    return pl.read_parquet(
+        results / "posts" / "posts.parquet", columns=["post_id", "conversation_id"]
+    )
 
 
 def pool_frame(topic_posts, threads, topic, a, b) -> pl.DataFrame:
@@ -89,9 +91,7 @@ def test_fighting_words_recovers_the_planted_markers(results):
         found = found or []
         recall.append(len(set(markers) & set(found)) / len(markers))
         # an entry is right when its words are the target's marker words
-        precision.append(
-            np.mean([set(words(e)) <= marker_tokens for e in found]) if found else 0.0
-        )
+        precision.append(np.mean([set(words(e)) <= marker_tokens for e in found]) if found else 0.0)
     recall, precision = np.array(recall), np.array(precision)
     assert (recall > 0).mean() >= 0.95, (recall > 0).mean()
     assert recall.mean() >= 0.4, recall.mean()  # the lexicons are as long as the theories'
@@ -104,8 +104,10 @@ def test_planted_significant_on_heldout_and_nulls_at_the_null_rate(table):
         (pl.col("heldout_q_value") < 0.05).any().alias("significant")
     )
     assert per_hypothesis["significant"].mean() >= 0.9, per_hypothesis["significant"].mean()
-    fw = table.filter(pl.col("source") == "fighting-words").group_by("hypothesis_id").agg(
-        (pl.col("heldout_q_value") < 0.05).any().alias("significant")
+    fw = (
+        table.filter(pl.col("source") == "fighting-words")
+        .group_by("hypothesis_id")
+        .agg((pl.col("heldout_q_value") < 0.05).any().alias("significant"))
     )
     assert fw["significant"].mean() >= 0.9, fw["significant"].mean()
     nulls = table.filter((pl.col("source") == "null") & pl.col("heldout_p_value").is_not_null())
@@ -137,7 +139,9 @@ def test_halves_keep_threads_and_heldout_lists_leave_out_seen_posts(
         held = set(pool.filter(pl.col("half") == HELDOUT)["post_id"])
         assert 0 < len(held) < pool.height
         in_pool = table.filter(
-            (pl.col("topic") == topic) & (pl.col("demographic_A") == a) & (pl.col("demographic_B") == b)
+            (pl.col("topic") == topic)
+            & (pl.col("demographic_A") == a)
+            & (pl.col("demographic_B") == b)
         )
         # a planted or fighting-words list is the whole held-out half
         for source in ("planted", "fighting-words"):
@@ -145,9 +149,13 @@ def test_halves_keep_threads_and_heldout_lists_leave_out_seen_posts(
             assert (sizes == len(held)).all(), (topic, a, b, source)
         # a theory's list is the held-out half less the calibration posts its TM saw
         for h in theory_set.filter(
-            (pl.col("topic") == topic) & (pl.col("demographic_A") == a) & (pl.col("demographic_B") == b)
+            (pl.col("topic") == topic)
+            & (pl.col("demographic_A") == a)
+            & (pl.col("demographic_B") == b)
         ).iter_rows(named=True):
-            sizes = in_pool.filter(pl.col("hypothesis_id") == h["hypothesis_id"])["heldout_list_size"]
+            sizes = in_pool.filter(pl.col("hypothesis_id") == h["hypothesis_id"])[
+                "heldout_list_size"
+            ]
             assert (sizes == len(held - set(h["seen_post_ids"]))).all()
             checked += 1
     assert checked > 0
@@ -175,9 +183,15 @@ def test_redundancy_marks_against_brute_force(table, results, topic_posts, threa
     for topic, a, b in table.select(POOL).unique().sort(POOL).head(2).iter_rows():
         pool = pool_frame(topic_posts, threads, topic, a, b)
         texts = {p: words(t) for p, t in pool.select("post_id", "text").iter_rows()}
-        hyps = table.filter(
-            (pl.col("topic") == topic) & (pl.col("demographic_A") == a) & (pl.col("demographic_B") == b)
-        ).unique("hypothesis_id").sort("hypothesis_id")
+        hyps = (
+            table.filter(
+                (pl.col("topic") == topic)
+                & (pl.col("demographic_A") == a)
+                & (pl.col("demographic_B") == b)
+            )
+            .unique("hypothesis_id")
+            .sort("hypothesis_id")
+        )
         for h, lexicon in hyps.select("hypothesis_id", "lexicon").head(12).iter_rows():
             assert keys[h] == _matches(texts, lexicon), h
     # the marks: strongest first per pool, each compared with every earlier unmarked one
@@ -189,7 +203,9 @@ def test_redundancy_marks_against_brute_force(table, results, topic_posts, threa
     )
     marked = 0
     for _, part in hyps.group_by(POOL):
-        part = part.sort(["q", "lift", "hypothesis_id"], descending=[False, True, False], nulls_last=True)
+        part = part.sort(
+            ["q", "lift", "hypothesis_id"], descending=[False, True, False], nulls_last=True
+        )
         kept: list[str] = []
         for row in part.iter_rows(named=True):
             best, best_j = None, 0.0
@@ -216,7 +232,9 @@ def test_comparison_and_its_finding(table, results):
     at_k = table.filter(pl.col("k_fraction") == 0.05)
     fw = at_k.filter(pl.col("source") == "fighting-words")
     assert comparison.height == fw.height
-    models = at_k.filter(pl.col("source").is_in(["theory", "llm"]) & pl.col("heldout_lift").is_not_null())
+    models = at_k.filter(
+        pl.col("source").is_in(["theory", "llm"]) & pl.col("heldout_lift").is_not_null()
+    )
     wins = 0
     for row in comparison.iter_rows(named=True):
         pool = (

@@ -361,5 +361,6 @@ def test_heldout_fraction_reruns_the_baseline_and_every_lift(finished):
         expected = assert_exactly_downstream(
             finished, lambda o: o.rule in ("hypotheses_fighting_words", "hypotheses_lift")
         )
-    assert not any(p.startswith("results/hypotheses/triviality/") and "fighting" not in p
-                   for p in expected)
+    assert not any(
+        p.startswith("results/hypotheses/triviality/") and "fighting" not in p for p in expected
+    )

@@ -110,9 +110,7 @@ def baseline_records(
     for a, b in pairs:
         pair_rows = topic_posts.filter(pl.col("demographic").is_in([a, b]))
         totals = (
-            ngram_counts(pair_rows["text"], fw.ngram_max)
-            if fw.prior == "informative"
-            else None
+            ngram_counts(pair_rows["text"], fw.ngram_max) if fw.prior == "informative" else None
         )
         for topic in topics:
             rows = pair_rows.filter(pl.col("topic") == topic)
@@ -204,14 +202,13 @@ def model_lexicon_sizes(frames: Sequence[pl.DataFrame]) -> dict[tuple[str, str, 
     (topic, demographic_A, demographic_B)."""
     if not frames:
         return {}
-    rows = pl.concat([f.select("topic", "demographic_A", "demographic_B", "lexicon") for f in frames])
+    rows = pl.concat(
+        [f.select("topic", "demographic_A", "demographic_B", "lexicon") for f in frames]
+    )
     sizes = rows.group_by("topic", "demographic_A", "demographic_B").agg(
         pl.col("lexicon").list.len().median().alias("size")
     )
-    return {
-        (t, a, b): max(1, int(np.floor(size + 0.5)))
-        for t, a, b, size in sizes.iter_rows()
-    }
+    return {(t, a, b): max(1, int(np.floor(size + 0.5))) for t, a, b, size in sizes.iter_rows()}
 
 
 def read_threads(posts_path: str | None, post_ids: pl.Series) -> dict[str, str]:

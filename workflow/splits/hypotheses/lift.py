@@ -271,7 +271,9 @@ def evaluate_pool(
         if h.source in HELDOUT_ONLY_SOURCES:
             matching = int(index.scores(h.lexicon)[1].sum())
             for fraction in sorted(held):
-                result.rows.append({**lift_row(h, fraction, *[None] * 4, matching), **held[fraction]})
+                result.rows.append(
+                    {**lift_row(h, fraction, *[None] * 4, matching), **held[fraction]}
+                )
             continue
         rows = (
             release_rows(index, h, settings, result)
@@ -453,9 +455,7 @@ def lift_frame(rows: Sequence[dict], alpha: float) -> pl.DataFrame:
         # lift, p and the intervals are undefined without a target post in the list or a post
         # read (release mode keeps such rows, held-out counts may be missing): null, never 0
         defined = (big_k > 0) & (n > 0)
-        computed = lift_statistics(
-            hits[defined], n[defined], big_k[defined], big_n[defined], alpha
-        )
+        computed = lift_statistics(hits[defined], n[defined], big_k[defined], big_n[defined], alpha)
         for name, values in computed.items():
             if wanted is not None and name not in wanted:
                 continue

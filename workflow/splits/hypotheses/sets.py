@@ -206,7 +206,12 @@ def fighting_words_set(
 ):
     """The counting baseline's set (``splits.hypotheses.baseline``): threads from the merged posts
     table (None: every post is its own thread), lexicon sizes from the model sets."""
-    from splits.hypotheses.baseline import SOURCE, baseline_records, model_lexicon_sizes, read_threads
+    from splits.hypotheses.baseline import (
+        SOURCE,
+        baseline_records,
+        model_lexicon_sizes,
+        read_threads,
+    )
     from splits.hypotheses.sources import pairs_of
 
     names = [t.topic for t in topics]

@@ -116,9 +116,7 @@ def redundancy_marks(
     schema = {"hypothesis_id": pl.String, "repeats": pl.String, "repeats_jaccard": pl.Float64}
     if matches is None or table.is_empty():
         return pl.DataFrame(schema=schema)
-    keys = {
-        h: frozenset(k) for h, k in matches.select("hypothesis_id", "matched_keys").iter_rows()
-    }
+    keys = {h: frozenset(k) for h, k in matches.select("hypothesis_id", "matched_keys").iter_rows()}
     ids, marks, overlaps = [], [], []
     for _, part in strength_order(table).group_by(POOL_COLUMNS, maintain_order=True):
         order = part["hypothesis_id"].to_list()
@@ -343,9 +341,7 @@ def run_table(lift_paths, triviality_paths, set_paths, settings, matches_paths=(
         raise ConfigError("hypotheses table: give one --lift, --triviality and --sets per set")
     if matches_paths and len(matches_paths) != len(lift_paths):
         raise ConfigError("hypotheses table: give one --matches per set")
-    matches = (
-        pl.concat([pl.read_parquet(p) for p in matches_paths]) if matches_paths else None
-    )
+    matches = pl.concat([pl.read_parquet(p) for p in matches_paths]) if matches_paths else None
     thresholds = settings.triviality_thresholds
     lift = pl.concat([pl.read_parquet(p) for p in lift_paths], how="vertical_relaxed")
     triviality = pl.concat([pl.read_parquet(p) for p in triviality_paths])

@@ -419,9 +419,7 @@ def hypotheses_targets(config: dict) -> list[str]:
         f"{base}/stages.csv",
         f"{base}/comparison.csv",
         f"{config['outdir']}/health/hypotheses.json",
-    ] + [
-        f"{base}/plots/{plot}.png" for plot in HYPOTHESES_PLOTS
-    ]
+    ] + [f"{base}/plots/{plot}.png" for plot in HYPOTHESES_PLOTS]
 
 
 def hypotheses_model_args(config: dict, model: str) -> list[str]:
