@@ -256,9 +256,10 @@ def plot_scatter(
 
 def top_hypotheses(table: pl.DataFrame, k: float, alpha: float, count: int) -> list[str]:
     """Ids of ``count`` hypotheses taken in turn from each source, each source's smallest q at
-    k first (significant ones first, then larger lift), so every source shows its best."""
+    k first (significant ones first, then larger lift), so every source shows its best (of the
+    hypotheses with an all-posts lift: not the held-out-only counting baseline)."""
     ranked = (
-        table.filter((pl.col("k_fraction") - k).abs() < 1e-12)
+        table.filter(((pl.col("k_fraction") - k).abs() < 1e-12) & pl.col("lift").is_not_null())
         .with_columns((pl.col("q_value") < alpha).alias("_significant"))
         .sort(
             ["_significant", "q_value", "lift", "hypothesis_id"],
