@@ -222,9 +222,10 @@ def _save(fig, path: Path) -> None:
 def plot_scatter(
     table: pl.DataFrame, k: float, alpha: float, thresholds: Sequence[float], path: Path
 ) -> None:
-    """Lift at k against triviality, one marker per hypothesis, filled when q < alpha."""
+    """Lift at k against triviality, one marker per hypothesis, filled when q < alpha (the
+    hypotheses with an all-posts lift: not the held-out-only counting baseline)."""
     plt = _pyplot()
-    rows = table.filter((pl.col("k_fraction") - k).abs() < 1e-12)
+    rows = table.filter(((pl.col("k_fraction") - k).abs() < 1e-12) & pl.col("lift").is_not_null())
     fig, ax = plt.subplots(figsize=(7.5, 5))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (source,) in enumerate(sorted(rows.select("source").unique().rows())):
