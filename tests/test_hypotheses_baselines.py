@@ -9,6 +9,7 @@ texts) and the greedy redundancy marks recomputed from the definition."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -256,3 +257,53 @@ def test_comparison_and_its_finding(table, results):
     findings = json.loads((results / "health" / "hypotheses.json").read_text())
     codes = [f["code"] for f in findings]
     assert codes == (["counting_beats_models"] if 2 * wins >= compared else [])
+
+
+def test_report_job_records_the_finding_when_counting_wins(table, results, tmp_path):
+    """The same table with every Fighting Words lexicon's held-out lift raised above the models':
+    the report job writes counting_beats_models to its health file and names it in its log."""
+    from splits.cli import main
+    from splits.config.settings import schema_defaults
+    from splits.hypotheses.settings import ReportSettings
+
+    boosted = table.with_columns(
+        pl.when(pl.col("source") == "fighting-words")
+        .then(pl.lit(50.0))
+        .otherwise(pl.col("heldout_lift"))
+        .alias("heldout_lift")
+    )
+    boosted.write_parquet(tmp_path / "lift.parquet")
+    out = {
+        name: tmp_path / name
+        for name in ("s.png", "c.png", "st.png", "cmp.csv", "cmp.png", "h.json")
+    }
+    settings = dataclasses.asdict(schema_defaults(ReportSettings))
+    args = [
+        "hypotheses",
+        "report",
+        "--table",
+        str(tmp_path / "lift.parquet"),
+        "--stages",
+        str(results / "hypotheses" / "stages.csv"),
+        "--settings",
+        json.dumps(settings),
+        "--out-scatter",
+        str(out["s.png"]),
+        "--out-curves",
+        str(out["c.png"]),
+        "--out-stages",
+        str(out["st.png"]),
+        "--out-comparison",
+        str(out["cmp.csv"]),
+        "--out-comparison-plot",
+        str(out["cmp.png"]),
+        "--health",
+        str(out["h.json"]),
+    ]
+    assert main(args) == 0
+    comparison = pl.read_csv(out["cmp.csv"])
+    assert set(comparison["winner"]) <= {"counting", "none"}
+    findings = json.loads(out["h.json"].read_text())
+    assert [f["code"] for f in findings] == ["counting_beats_models"]
+    compared = (comparison["winner"] == "counting").sum()
+    assert f"on {compared} of {compared} " in findings[0]["message"]

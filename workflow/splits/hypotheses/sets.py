@@ -230,6 +230,9 @@ def fighting_words_set(
         f"hypotheses.fighting_words ({len(report['pools'])} pools)",
         default_source=SOURCE,
     )
+    cleaned.skipped.update(
+        report.pop("skipped")
+    )  # one count of what was left out, with the cleaner's
     report["threads"] = "conversation_id" if posts_table else "none: each post its own thread"
     report["posts_with_thread"] = len(threads)
     report["model_lexicon_sizes"] = len(sizes)
