@@ -228,7 +228,12 @@ def depth_counts(
 
 
 def ranked_counts(
-    index: PoolIndex, lexicon, target: str, settings: LiftSettings, at_least: int = 0
+    index: PoolIndex,
+    lexicon,
+    target: str,
+    settings: LiftSettings,
+    at_least: int = 0,
+    scored: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """The ranking of one hypothesis ordered only as deep as its k fractions read (the whole
     list when a list size is set: its target count needs every post of the list; at least
@@ -240,7 +245,9 @@ def ranked_counts(
         total = int(is_target.sum())
     else:
         wanted, total = length, None
-    ranking = index.rank(lexicon, settings.seed, settings.list_size, max(wanted, at_least))
+    ranking = index.rank(
+        lexicon, settings.seed, settings.list_size, max(wanted, at_least), scored=scored
+    )
     counts = depth_counts(is_target, ranking.docs, settings.k_fractions, length, total)
     return ranking, counts
 
@@ -262,14 +269,19 @@ def evaluate_pool(
     settings: LiftSettings,
     result: SetResult,
     heldout: PoolIndex | None = None,
+    keep_matches: bool = False,
 ) -> None:
     """Append the lift rows of ``hypotheses`` (all on this pool) to ``result``; with the index of
     the pool's held-out half, each row also gets the held-out counts at its k (a hypothesis of
-    ``HELDOUT_ONLY_SOURCES`` gets rows from those alone)."""
+    ``HELDOUT_ONLY_SOURCES`` gets rows from those alone); with ``keep_matches``, the posts each
+    lexicon matches go to ``result.matches``."""
     for h in hypotheses:
         held = _heldout(heldout, h, settings, result)
+        scored = index.scores(h.lexicon) if keep_matches else None
+        if scored is not None:  # the posts the lexicon matches, for the redundancy marks
+            result.matches.append((h.hypothesis_id, np.sort(index.doc_keys[scored[1]])))
         if h.source in HELDOUT_ONLY_SOURCES:
-            matching = int(index.scores(h.lexicon)[1].sum())
+            matching = int((scored or index.scores(h.lexicon))[1].sum())
             for fraction in sorted(held):
                 result.rows.append(
                     {**lift_row(h, fraction, *[None] * 4, matching), **held[fraction]}
@@ -278,7 +290,7 @@ def evaluate_pool(
         rows = (
             release_rows(index, h, settings, result)
             if settings.retrieval.mode == RELEASE
-            else project_rows(index, h, settings, result)
+            else project_rows(index, h, settings, result, scored)
         )
         for row in rows:
             result.rows.append({**row, **held.get(row["k_fraction"], {})})
@@ -312,9 +324,11 @@ def _heldout(
     return out
 
 
-def project_rows(index: PoolIndex, h: Hypothesis, settings: LiftSettings, result: SetResult):
+def project_rows(
+    index: PoolIndex, h: Hypothesis, settings: LiftSettings, result: SetResult, scored=None
+):
     """The rows of one hypothesis on the whole pool (the project's list)."""
-    ranking, counts = ranked_counts(index, h.lexicon, h.target, settings)
+    ranking, counts = ranked_counts(index, h.lexicon, h.target, settings, scored=scored)
     short = len(settings.k_fractions) - len(counts)
     if short:
         result.skipped["k_with_empty_depth"] += short
@@ -428,11 +442,7 @@ def evaluate_set(
                     result.heldout_pools += 1
                 else:
                     result.skipped["heldout_half_lacks_a_group"] += len(todo)
-            evaluate_pool(index, todo, settings, result, held_index)
-            if heldout:
-                for h in todo:
-                    matched = index.scores(h.lexicon)[1]
-                    result.matches.append((h.hypothesis_id, np.sort(index.doc_keys[matched])))
+            evaluate_pool(index, todo, settings, result, held_index, keep_matches=heldout)
             log.info("%s %s/%s: %d posts, %d hypotheses", topic, *pair, pool.size, len(todo))
     return result
 
