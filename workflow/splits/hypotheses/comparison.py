@@ -112,7 +112,8 @@ def comparison_plot(comparison: pl.DataFrame, path: str | Path, report_k: float)
             path,
             "Model lexicons against Fighting Words",
             "no topic/pair/target has both a model lexicon and a Fighting Words lexicon scored "
-            "on held-out posts (hypotheses.theories or hypotheses.generate names none?)",
+            "on held-out posts (hypotheses.fighting_words.enabled is false, or neither "
+            "hypotheses.theories nor hypotheses.generate names a model?)",
         )
     import matplotlib
 
