@@ -29,6 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
+from splits.config.settings import schema_defaults  # noqa: E402
+from splits.hypotheses.heldout_lift import subpool  # noqa: E402
 from splits.hypotheses.lexicon import Hypothesis, canonical_lexicon  # noqa: E402
 from splits.hypotheses.lift import (  # noqa: E402
     LiftSettings,
@@ -89,8 +91,10 @@ def top_of(scores: np.ndarray, count: int) -> np.ndarray:
 def bench_retrieval(args, rng) -> None:
     vocab = np.array([f"w{i}" for i in range(args.vocab)], dtype=object)
     stop = np.array(sorted(STOP_WORDS), dtype=object)
-    settings = LiftSettings(K_FRACTIONS, None, 0.05, 1)
+    settings = schema_defaults(LiftSettings, k_fractions=K_FRACTIONS, seed=1)
+    bm25 = settings.retrieval.bm25
     pools, builds, hypothesis_time, rank_time, bag_time, lift_rows = [], [], 0.0, 0.0, 0.0, 0
+    heldout_time = 0.0
     print(
         f"== {args.pools} pools x {args.posts:,} posts, {args.lexicons:,} lexicons "
         f"({args.lexicons // args.pools} per pool), {len(K_FRACTIONS)} k"
@@ -108,7 +112,7 @@ def bench_retrieval(args, rng) -> None:
             texts=texts,
             is_a=rng.random(args.posts) < 0.5,
         )
-        index, seconds = timed(PoolIndex, pool)
+        index, seconds = timed(PoolIndex, pool, bm25)
         builds.append(seconds)
         lexicons = make_lexicons(per_pool, texts, vocab, rng)
         all_lexicons.append(lexicons)
@@ -122,6 +126,14 @@ def bench_retrieval(args, rng) -> None:
         frame, seconds = timed(lift_frame, result.rows, settings.alpha)
         hypothesis_time += seconds
         lift_rows += frame.height
+        # the lift job's work with held-out scoring (a seeded half of the posts, its own index,
+        # every hypothesis ranked on it too) and the matched posts kept for the redundancy marks
+        start = time.perf_counter()
+        half = PoolIndex(subpool(pool, rng.random(args.posts) < settings.heldout_fraction), bm25)
+        held = SetResult()
+        evaluate_pool(index, hypotheses, settings, held, half, keep_matches=True)
+        lift_frame(held.rows, settings.alpha)
+        heldout_time += time.perf_counter() - start
         start = time.perf_counter()
         for lex in lexicons:
             index.rank(lex, 1, depth=deepest)
@@ -133,12 +145,9 @@ def bench_retrieval(args, rng) -> None:
         pools.append((pool, index, lexicons))
     n = per_pool * args.pools
     rate = n / hypothesis_time
+    positions = pools[0][1].positions
     index_mib = (
-        sum(
-            a.nbytes
-            for a in (pools[0][1].tokens, pools[0][1].postings, pools[0][1].doc_of_position)
-        )
-        / 2**20
+        sum(a.nbytes for a in (positions.tokens, positions.postings, positions.doc_start)) / 2**20
     )
     print(
         f"splits   index build per pool (tokenising + positions + idf): median "
@@ -147,6 +156,11 @@ def bench_retrieval(args, rng) -> None:
     print(
         f"splits   hypotheses (rank + lift, p, interval, band at {len(K_FRACTIONS)} k): "
         f"{n:,} in {hypothesis_time:.2f} s = {rate:,.0f} hypotheses/s ({lift_rows:,} rows)"
+    )
+    print(
+        f"splits   the same with held-out scoring and matched posts (the lift job): "
+        f"{n / heldout_time:,.0f} hypotheses/s, {heldout_time / hypothesis_time:.2f}x the "
+        "all-posts-only time"
     )
     print(
         f"splits   ranking only (first {deepest:,} posts, what the largest k reads): phrase "
@@ -237,7 +251,7 @@ def bench_triviality(args, rng) -> None:
     identity = joined(vocab[:9])
     pairs = [(identity, joined(lex)) for lex in lexicons]
     print(f"\n== triviality of {len(pairs):,} lexicons on CPU ({args.threads} torch threads)")
-    _, seconds = timed(triviality_scores, HashedNgramEncoder("hashed"), pairs)
+    _, seconds = timed(triviality_scores, HashedNgramEncoder("hashed"), pairs, 256)
     print(f"builtin hashed-ngrams: {seconds:.2f} s = {seconds / len(pairs) * 1000:.1f} s per 1,000")
     with tempfile.TemporaryDirectory() as tmp:
         path = build_bert(Path(tmp) / "bert", args.bert, vocab)

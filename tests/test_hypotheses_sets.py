@@ -14,7 +14,13 @@ from splits.cli import main
 from splits.config.schema import load_config
 from splits.config.settings import schema_defaults, settings_json
 from splits.errors import ConfigError
-from splits.hypotheses.lexicon import Cleaner, Limits, read_records
+from splits.hypotheses.lexicon import (
+    Cleaner,
+    Limits,
+    frame_hypotheses,
+    hypotheses_frame,
+    read_records,
+)
 from splits.hypotheses.settings import FileSettings, GenerateSettings, TheoriesSettings
 from splits.hypotheses.sources import oracle_records, parse_lexicon_reply
 from splits.testing.fake_openai_server import FakeOpenAIServer
@@ -284,6 +290,35 @@ def test_oracle_theories_become_lexicons():
     assert problems == {"empty_theory": 1}
     result = cleaner().add_all(records)
     assert [h.target for h in result.hypotheses] == ["black", "jewish"]
+    assert all(h.seen == () for h in result.hypotheses)  # rows without calibration post ids
+
+
+def test_theory_lexicons_remember_the_calibration_posts_their_tm_saw():
+    theories = pl.DataFrame(
+        {
+            "eval_row": [0],
+            "tm": ["oracle-lexical"],
+            "k": [2],
+            "theory": ["Group A (Black) posts use words like: finna"],
+        }
+    )
+    rows = pl.DataFrame(
+        {
+            "eval_row": [0],
+            "description": ["Soccer"],
+            "demographic_A": ["black"],
+            "demographic_B": ["jewish"],
+            "example_post_ids": [["p1", "p2", "p3", "p4"]],
+        }
+    )
+    records, _ = oracle_records(theories, rows)
+    result = cleaner().add_all(records)
+    assert result.hypotheses[0].seen == ("p1", "p2")  # the first k of the calibration set
+    frame = hypotheses_frame(result.hypotheses)
+    assert frame["seen_post_ids"].to_list() == [["p1", "p2"]]
+    assert frame_hypotheses(frame)[0].seen == ("p1", "p2")
+    # a set written before the column existed reads as having seen nothing
+    assert frame_hypotheses(frame.drop("seen_post_ids"))[0].seen == ()
 
 
 # --------------------------------------------------------------------------- LLM through HTTP
@@ -361,6 +396,7 @@ def test_generator_through_an_openai_server_and_its_cache(tmp_path, topic_posts)
     with FakeOpenAIServer(reply=scripted_reply) as server:
         assert main([*args, "--model-spec", registry(server)]) == 0
         first_requests = len(server.records)
+        prompts = [r["body"]["messages"][-1]["content"] for r in server.records]
         frame = pl.read_parquet(out)
         # a second run (e.g. after a kill) answers from the cache: no request reaches the server
         assert main([*args, "--model-spec", registry(server)]) == 0
@@ -375,6 +411,16 @@ def test_generator_through_an_openai_server_and_its_cache(tmp_path, topic_posts)
         "word" + row["target"]
     )
     assert row["note"] == "seen in A"
+    # the posts the model read (held out of its held-out lift): 2 of each group, shown in the
+    # pair's prompt
+    posts = pl.read_parquet(topic_posts)
+    texts = dict(zip(posts["post_id"], posts["text"], strict=True))
+    for row in frame.iter_rows(named=True):
+        seen = row["seen_post_ids"]
+        groups = [p.split("-")[1] for p in seen]
+        assert sorted(groups) == sorted([row["demographic_A"]] * 2 + [row["demographic_B"]] * 2)
+        assert all(p.startswith("Soc-") for p in seen)
+        assert any(all(texts[p] in prompt for p in seen) for prompt in prompts)
 
 
 def test_llm_theories_through_a_prompt(tmp_path):

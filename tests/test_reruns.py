@@ -323,3 +323,44 @@ def test_hypotheses_report_k_reruns_the_plots_only(finished):
     with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
         expected = assert_exactly_downstream(finished, lambda o: o.rule == "hypotheses_report")
     assert not any(p.endswith(("lift.parquet", "stages.csv", "filtered.csv")) for p in expected)
+
+
+def test_fighting_words_min_z_reruns_the_baseline_set_and_downstream(finished):
+    """hypotheses.fighting_words is read by the baseline's set job only: its lift, matches and
+    triviality, the table and the report follow; no other set and no other set's lift."""
+
+    def change(data):
+        data.setdefault("hypotheses", {}).setdefault("fighting_words", {})["min_z"] = 2.5
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(
+            finished, lambda o: o.rule == "hypotheses_fighting_words"
+        )
+    assert "results/hypotheses/lift/fighting-words.parquet" in expected
+    assert not any(p.endswith("/sample.parquet") for p in expected)
+
+
+def test_redundancy_jaccard_reruns_the_table_and_downstream(finished):
+    """hypotheses.redundancy_jaccard is read by the table job only (not the lift, not the sets)."""
+
+    def change(data):
+        data.setdefault("hypotheses", {})["redundancy_jaccard"] = 0.7
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(finished, lambda o: o.rule == "hypotheses_table")
+    assert not any(p.startswith("results/hypotheses/lift/") for p in expected)
+
+
+def test_heldout_fraction_reruns_the_baseline_and_every_lift(finished):
+    """hypotheses.heldout_fraction is read by the baseline's set job and every lift job."""
+
+    def change(data):
+        data.setdefault("hypotheses", {})["heldout_fraction"] = 0.4
+
+    with edited(finished / "config" / "config.yaml", _yaml_edit(change)):
+        expected = assert_exactly_downstream(
+            finished, lambda o: o.rule in ("hypotheses_fighting_words", "hypotheses_lift")
+        )
+    assert not any(
+        p.startswith("results/hypotheses/triviality/") and "fighting" not in p for p in expected
+    )

@@ -21,6 +21,7 @@ from splits.topics.settings import (
 from splits.demographics.settings import GroupnessSettings, SelfidSettings
 from splits.sampling.settings import ExportSettings, SampleSettings
 from splits.hypotheses.settings import (
+    FightingWordsSettings,
     FileSettings,
     GenerateSettings,
     LiftSettings,
@@ -56,6 +57,7 @@ from splits.pipeline.targets import (
 from splits.pipeline.targets import hypotheses_encoder_args, hypotheses_model_args
 from splits.pipeline.targets import (
     hypotheses_theory_args,
+    hypothesis_model_sets,
     hypothesis_sets,
     in_batch_job,
 )
@@ -424,10 +426,25 @@ def probe_task_prompts():
 
 
 def hypotheses_set_files(kind):
-    """The per-set outputs of every set: kind is sets, lift or triviality."""
+    """The per-set outputs of every set: kind is sets, lift, matches or triviality."""
     return [
         f"{HYPOTHESES_DIR}/{kind}/{name}.parquet" for name in hypothesis_sets(config)
     ]
+
+
+def hypotheses_model_set_files():
+    """The model sets (theories, LLM generator): the counting baseline takes their lexicon sizes."""
+    return [f"{HYPOTHESES_DIR}/sets/{name}.parquet" for name in hypothesis_model_sets(config)]
+
+
+def hypotheses_threads_input():
+    """The merged posts table, whose conversation_id are the threads of the held-out split; none
+    with release_data.path (the released posts carry no thread: each post is its own)."""
+    return [] if RELEASE_DATA["path"] else posts_files()
+
+
+def hypotheses_threads_args(wildcards, input):
+    return ["--posts", input.threads[0]] if input.threads else []
 
 
 def release_data_input():

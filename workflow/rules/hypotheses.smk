@@ -1,8 +1,9 @@
 # Rules of the hypotheses stage family (hypothesis validation by lift and triviality): one job per
 # hypothesis set to build it (hypotheses_sample, hypotheses_file, hypotheses_theories,
-# hypotheses_generate), then per set its lift (hypotheses_lift) and triviality
-# (hypotheses_triviality), then the run's table with BH q and the two-stage filter
-# (hypotheses_table) and its plots (hypotheses_report). Adding a set adds only its three jobs and
+# hypotheses_generate, and the counting baseline hypotheses_fighting_words), then per set its lift
+# on all posts and on the held-out half (hypotheses_lift) and triviality (hypotheses_triviality),
+# then the run's table with BH q, the redundancy marks and the two-stage filter
+# (hypotheses_table) and its plots and the comparison with the baseline (hypotheses_report). Adding a set adds only its three jobs and
 # re-runs the table and plots.
 
 
@@ -137,13 +138,45 @@ rule hypotheses_generate:
         " --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
 
 
+rule hypotheses_fighting_words:
+    input:
+        topic_posts=TOPIC_POSTS,
+        threads=hypotheses_threads_input(),
+        models=hypotheses_model_set_files(),
+        topics=config["topics"]["file"],
+    output:
+        hypotheses=f"{HYPOTHESES_DIR}/sets/fighting-words.parquet",
+        report=f"{HYPOTHESES_DIR}/sets/fighting-words.json",
+    log:
+        "logs/hypotheses_fighting_words/fighting-words.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/hypotheses_fighting_words/fighting-words.tsv"
+    conda:
+        "../../envs/hypotheses.yaml"
+    threads: 1
+    resources:
+        mem_mb=4096,
+    params:
+        demographics=DEMOGRAPHICS_FILE,
+        demographics_slice=demographics_slice(),
+        threads=hypotheses_threads_args,
+        settings=settings_json(config, FightingWordsSettings),
+    shell:
+        "splits hypotheses fighting-words --topic-posts {input.topic_posts:q}"
+        " {params.threads:q} --model-sets {input.models:q} --topics-file {input.topics:q}"
+        " --demographics {params.demographics:q} --settings {params.settings:q}"
+        " --out {output.hypotheses:q} --report {output.report:q} > {log:q} 2>&1"
+
+
 rule hypotheses_lift:
     input:
         hypotheses=f"{HYPOTHESES_DIR}/sets/{{hypothesis_set}}.parquet",
         topic_posts=TOPIC_POSTS,
+        threads=hypotheses_threads_input(),
         vocab=hypotheses_vocab_input(),
     output:
         lift=f"{HYPOTHESES_DIR}/lift/{{hypothesis_set}}.parquet",
+        matches=f"{HYPOTHESES_DIR}/matches/{{hypothesis_set}}.parquet",
         report=f"{HYPOTHESES_DIR}/lift/{{hypothesis_set}}.json",
     log:
         "logs/hypotheses_lift/{hypothesis_set}.log",
@@ -155,11 +188,13 @@ rule hypotheses_lift:
     resources:
         mem_mb=4096,
     params:
+        threads=hypotheses_threads_args,
         settings=settings_json(config, LiftSettings),
     shell:
         "POLARS_MAX_THREADS={threads} splits hypotheses lift --set {input.hypotheses:q}"
-        " --topic-posts {input.topic_posts:q} --settings {params.settings:q}"
-        " --out {output.lift:q} --report {output.report:q} > {log:q} 2>&1"
+        " --topic-posts {input.topic_posts:q} {params.threads:q} --settings {params.settings:q}"
+        " --out {output.lift:q} --matches {output.matches:q}"
+        " --report {output.report:q} > {log:q} 2>&1"
 
 
 rule hypotheses_triviality:
@@ -195,6 +230,7 @@ rule hypotheses_table:
         hypotheses=hypotheses_set_files("sets"),
         lift=hypotheses_set_files("lift"),
         triviality=hypotheses_set_files("triviality"),
+        matches=hypotheses_set_files("matches"),
     output:
         table=f"{HYPOTHESES_DIR}/lift.parquet",
         filtered=f"{HYPOTHESES_DIR}/filtered.csv",
@@ -212,7 +248,8 @@ rule hypotheses_table:
         settings=settings_json(config, TableSettings),
     shell:
         "splits hypotheses table --lift {input.lift:q} --triviality {input.triviality:q}"
-        " --sets {input.hypotheses:q} --settings {params.settings:q}"
+        " --sets {input.hypotheses:q} --matches {input.matches:q}"
+        " --settings {params.settings:q}"
         " --out-table {output.table:q} --out-filtered {output.filtered:q}"
         " --out-stages {output.stages:q} > {log:q} 2>&1"
 
@@ -237,6 +274,13 @@ rule hypotheses_report:
             caption="../report/hypotheses_stages_plot.rst",
             category="Hypotheses",
         ),
+        comparison=f"{HYPOTHESES_DIR}/comparison.csv",
+        comparison_plot=report(
+            f"{HYPOTHESES_DIR}/plots/models_vs_counting.png",
+            caption="../report/hypotheses_models_vs_counting.rst",
+            category="Hypotheses",
+        ),
+        health=f"{RESULTS}/health/hypotheses.json",
     log:
         "logs/hypotheses_report/report.log",
     benchmark:
@@ -251,4 +295,7 @@ rule hypotheses_report:
     shell:
         "splits hypotheses report --table {input.table:q} --stages {input.stages:q}"
         " --settings {params.settings:q} --out-scatter {output.scatter:q}"
-        " --out-curves {output.curves:q} --out-stages {output.stages:q} > {log:q} 2>&1"
+        " --out-curves {output.curves:q} --out-stages {output.stages:q}"
+        " --out-comparison {output.comparison:q}"
+        " --out-comparison-plot {output.comparison_plot:q}"
+        " --health {output.health:q} > {log:q} 2>&1"

@@ -267,6 +267,7 @@ rule report_hypotheses:
     input:
         filtered=f"{HYPOTHESES_DIR}/filtered.csv",
         stages=f"{HYPOTHESES_DIR}/stages.csv",
+        comparison=f"{HYPOTHESES_DIR}/comparison.csv",
     output:
         filtered=report(
             f"{HYPOTHESES_DIR}/filtered.html",
@@ -276,6 +277,11 @@ rule report_hypotheses:
         stages=report(
             f"{HYPOTHESES_DIR}/stages.html",
             caption="../report/hypotheses_stages.rst",
+            category="Hypotheses",
+        ),
+        comparison=report(
+            f"{HYPOTHESES_DIR}/comparison.html",
+            caption="../report/hypotheses_comparison.rst",
             category="Hypotheses",
         ),
     log:

@@ -1,7 +1,7 @@
 """``splits hypotheses <action>``: one action per job of the hypotheses stage family.
 
 Sets (each writes ``<set>.parquet`` with the columns of ``lexicon.SET_COLUMNS`` and a JSON report
-of what was kept and skipped): ``file``, ``sample``, ``theories``, ``generate``. Per set:
+of what was kept and skipped): ``file``, ``sample``, ``theories``, ``generate``, ``fighting-words`` (the counting baseline). Per set:
 ``lift`` and ``triviality``. The run: ``table`` (BH q, the two-stage filter), ``report`` (plots).
 
 Each action takes its paths as flags and its settings (``splits.hypotheses.settings``, one class
@@ -22,6 +22,7 @@ from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.errors import ConfigError
 from splits.hypotheses import sets
 from splits.hypotheses.settings import (
+    FightingWordsSettings,
     FileSettings,
     GenerateSettings,
     LiftSettings,
@@ -123,19 +124,40 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_fighting_words(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, FightingWordsSettings)
+    topics, demographics = _context(args)
+    posts = sets.read_topic_posts(args.topic_posts)
+    if args.posts and not Path(args.posts).is_file():
+        raise ConfigError(f"posts table {args.posts} does not exist")
+    cleaned, extra = sets.fighting_words_set(
+        posts, args.posts, [p for p in args.model_sets or [] if p], topics, demographics, settings
+    )
+    sets.write_set(cleaned, args.out, args.report, extra)
+    return 0
+
+
 # --------------------------------------------------------------------------- per set
 
 
 def run_lift(args: argparse.Namespace) -> int:
-    from splits.hypotheses.lift import evaluate_set, lift_frame, lift_report
+    from splits.hypotheses.baseline import read_threads
+    from splits.hypotheses.lift import evaluate_set, lift_frame, lift_report, matches_frame
 
     settings = settings_from_args(args, LiftSettings)
     hypotheses = sets.read_set(args.set)
-    if not Path(args.topic_posts).is_file():
-        raise ConfigError(f"topic posts {args.topic_posts} do not exist")
-    result = evaluate_set(hypotheses, pl.scan_parquet(args.topic_posts), settings)
+    for path in (args.topic_posts, args.posts):
+        if path and not Path(path).is_file():
+            raise ConfigError(f"{path} does not exist")
+    topic_posts = pl.scan_parquet(args.topic_posts)
+    threads = read_threads(
+        args.posts, topic_posts.select(pl.col("post_id").cast(pl.String)).collect()["post_id"]
+    )
+    result = evaluate_set(hypotheses, topic_posts, settings, threads)
     frame = lift_frame(result.rows, settings.alpha)
     write_parquet(frame, args.out)
+    if args.matches:
+        write_parquet(matches_frame(result), args.matches)
     report = lift_report(len(hypotheses), result, frame, settings)
     write_json(report, args.report)
     log.info(
@@ -179,7 +201,9 @@ def run_table(args: argparse.Namespace) -> int:
     from splits.hypotheses.table import run_table as table_of
 
     settings = settings_from_args(args, TableSettings)
-    table, survivors, counts = table_of(args.lift, args.triviality, args.sets, settings)
+    table, survivors, counts = table_of(
+        args.lift, args.triviality, args.sets, settings, args.matches
+    )
     write_parquet(table, args.out_table)
     write_text(survivors.write_csv(), args.out_filtered)
     write_text(counts.write_csv(), args.out_stages)
@@ -187,6 +211,8 @@ def run_table(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from splits.health import log_findings, write_findings
+    from splits.hypotheses.comparison import compare, comparison_plot, counting_finding
     from splits.hypotheses.table import draw_report
 
     settings = settings_from_args(args, ReportSettings)
@@ -194,6 +220,13 @@ def run_report(args: argparse.Namespace) -> int:
     counts = pl.read_csv(args.stages)
     outs = (Path(args.out_scatter), Path(args.out_curves), Path(args.out_stages))
     draw_report(table, counts, settings, *outs)
+    comparison = compare(table, settings.report_k)
+    write_text(comparison.write_csv(), args.out_comparison)
+    comparison_plot(comparison, args.out_comparison_plot, settings.report_k)
+    finding = counting_finding(comparison, settings.report_k)
+    findings = [finding] if finding else []
+    log_findings(findings)
+    write_findings(args.health, findings)
     return 0
 
 
@@ -278,6 +311,23 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     _add_context(p)
     _add_set_out(p)
 
+    p = sub.add_parser(
+        "fighting-words", help="the counting baseline: Fighting Words lexicons per (topic, pair)"
+    )
+    _add(p, ("--topic-posts", "topic posts of the run (topic_posts.parquet)"))
+    p.add_argument(
+        "--posts",
+        help="the merged posts table (its conversation_id are the threads of the held-out "
+        "split; without it each post is its own thread)",
+    )
+    p.add_argument(
+        "--model-sets",
+        nargs="*",
+        help="the model sets (theory, llm) whose median lexicon size per pool the lexicons take",
+    )
+    _add_context(p)
+    _add_set_out(p)
+
     p = sub.add_parser("lift", help="lift@k, p and the interval of every hypothesis of a set")
     _add(
         p,
@@ -285,6 +335,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         ("--topic-posts", "topic posts of the run (topic_posts.parquet)"),
         ("--out", "lift of every hypothesis (Parquet)"),
         ("--report", "counts of scored and skipped hypotheses (JSON)"),
+    )
+    p.add_argument(
+        "--matches", help="the pool's posts each lexicon matches (Parquet; the table's redundancy)"
+    )
+    p.add_argument(
+        "--posts",
+        help="the merged posts table (threads of the held-out split; without it each post is "
+        "its own thread)",
     )
     add_settings_arguments(p)
 
@@ -305,6 +363,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         ("--lift", "lift tables of the sets (Parquet)"),
         ("--triviality", "triviality tables of the sets (Parquet)"),
         ("--sets", "the hypothesis sets (Parquet)"),
+        ("--matches", "the posts each set's lexicons match (Parquet)"),
         nargs="+",
     )
     _add(
@@ -323,6 +382,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         ("--out-scatter", "lift against triviality plot (PNG)"),
         ("--out-curves", "lift@k curves plot (PNG)"),
         ("--out-stages", "stage counts plot (PNG)"),
+        ("--out-comparison", "the best model lexicon against Fighting Words (CSV)"),
+        ("--out-comparison-plot", "the comparison's plot (PNG)"),
+        ("--health", "run-health findings of the stage (JSON)"),
     )
     add_settings_arguments(p)
 
@@ -332,6 +394,7 @@ ACTIONS = {
     "sample": run_sample,
     "theories": run_theories,
     "generate": run_generate,
+    "fighting-words": run_fighting_words,
     "lift": run_lift,
     "triviality": run_triviality,
     "table": run_table,

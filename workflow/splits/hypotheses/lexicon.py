@@ -4,7 +4,8 @@ A hypothesis is one row: ``hypothesis_id, topic, demographic_A, demographic_B, t
 source, note``. ``demographic_A`` < ``demographic_B`` alphabetically (the order of the dataset's
 pairs); ``target`` is one of the two keys (the group claimed to use the lexicon more); ``lexicon``
 is a list of words and phrases; ``source`` says where it came from (``user``, ``llm``, ``theory``,
-``known``, and on the sample corpus ``planted``, ``null``, ``trivial``); ``note`` carries a
+``known``, ``fighting-words`` for the counting baseline, and on the sample corpus ``planted``,
+``null``, ``trivial``); ``note`` carries a
 citation, a rationale or the theory line it came from.
 
 Lexicon entries are matched on the retrieval tokens: lowercase runs of letters and digits (the
@@ -38,7 +39,7 @@ import yaml
 from splits.errors import ConfigError
 from splits.text import words
 
-SOURCES = ("user", "llm", "theory", "known", "planted", "null", "trivial")
+SOURCES = ("user", "llm", "theory", "known", "planted", "null", "trivial", "fighting-words")
 SET_COLUMNS = [
     "hypothesis_id",
     "topic",
@@ -49,6 +50,9 @@ SET_COLUMNS = [
     "source",
     "note",
 ]
+#: the posts a hypothesis's source saw (a TM's calibration posts, the posts an LLM generator
+#: read): its held-out lift leaves them out; optional when reading a set
+SEEN_COLUMN = "seen_post_ids"
 SET_SCHEMA = {
     "hypothesis_id": pl.String,
     "topic": pl.String,
@@ -58,6 +62,7 @@ SET_SCHEMA = {
     "lexicon": pl.List(pl.String),
     "source": pl.String,
     "note": pl.String,
+    SEEN_COLUMN: pl.List(pl.String),
 }
 #: a record's ``demographic_B`` of "*" stands for every other demographic of the run
 ALL_OTHERS = "*"
@@ -96,6 +101,7 @@ class Hypothesis:
     lexicon: tuple[str, ...]
     source: str
     note: str = ""
+    seen: tuple[str, ...] = ()
 
     def key(self) -> tuple:
         """What makes two hypotheses the same claim."""
@@ -260,8 +266,9 @@ class Cleaner:
         rid = record.get("id") or record.get("hypothesis_id")
         rid = str(rid) if rid not in (None, "") else stable_id(topic, a, b, target, lexicon)
         hypothesis_id = f"{id_prefix}{rid}"
+        seen = tuple(str(p) for p in (record.get("seen") or ()))
         hypothesis = Hypothesis(
-            hypothesis_id, topic, a, b, target, tuple(lexicon), source, str(note)
+            hypothesis_id, topic, a, b, target, tuple(lexicon), source, str(note), seen
         )
         key = hypothesis.key()
         if key in self._seen_keys:
@@ -329,6 +336,7 @@ def hypotheses_frame(hypotheses: Sequence[Hypothesis]) -> pl.DataFrame:
             "lexicon": [list(h.lexicon) for h in hypotheses],
             "source": [h.source for h in hypotheses],
             "note": [h.note for h in hypotheses],
+            SEEN_COLUMN: [list(h.seen) for h in hypotheses],
         },
         schema=SET_SCHEMA,
     )
@@ -348,6 +356,9 @@ def frame_hypotheses(frame: pl.DataFrame) -> list[Hypothesis]:
             tuple(r["lexicon"]),
             r["source"],
             r["note"] or "",
+            tuple(r.get(SEEN_COLUMN) or ()),
         )
-        for r in frame.select(SET_COLUMNS).iter_rows(named=True)
+        for r in frame.select(
+            SET_COLUMNS + ([SEEN_COLUMN] if SEEN_COLUMN in frame.columns else [])
+        ).iter_rows(named=True)
     ]

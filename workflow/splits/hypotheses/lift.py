@@ -60,7 +60,22 @@ LIFT_COLUMNS = {
     "null_band_low": pl.Float64,
     "null_band_high": pl.Float64,
     "matching_posts": pl.Int64,
+    "heldout_n": pl.Int64,
+    "heldout_hits_at_n": pl.Int64,
+    "heldout_target_in_list": pl.Int64,
+    "heldout_list_size": pl.Int64,
+    "heldout_lift": pl.Float64,
+    "heldout_lift_low": pl.Float64,
+    "heldout_lift_high": pl.Float64,
+    "heldout_p_value": pl.Float64,
 }
+#: the statistics computed per side (all posts, held-out)
+_STATISTICS = ("lift", "lift_low", "lift_high", "p_value")
+HELDOUT_COUNTS = ("heldout_n", "heldout_hits_at_n", "heldout_target_in_list", "heldout_list_size")
+#: the counting baseline's hypotheses are scored on held-out posts only: on the whole pool they
+#: would count the discovery posts their lexicons were read from
+HELDOUT_ONLY_SOURCES = ("fighting-words",)
+MATCHES_SCHEMA = {"hypothesis_id": pl.String, "matched_keys": pl.List(pl.UInt64)}
 
 
 # --------------------------------------------------------------------------- statistics
@@ -213,7 +228,12 @@ def depth_counts(
 
 
 def ranked_counts(
-    index: PoolIndex, lexicon, target: str, settings: LiftSettings, at_least: int = 0
+    index: PoolIndex,
+    lexicon,
+    target: str,
+    settings: LiftSettings,
+    at_least: int = 0,
+    scored: tuple[np.ndarray, np.ndarray] | None = None,
 ):
     """The ranking of one hypothesis ordered only as deep as its k fractions read (the whole
     list when a list size is set: its target count needs every post of the list; at least
@@ -225,7 +245,9 @@ def ranked_counts(
         total = int(is_target.sum())
     else:
         wanted, total = length, None
-    ranking = index.rank(lexicon, settings.seed, settings.list_size, max(wanted, at_least))
+    ranking = index.rank(
+        lexicon, settings.seed, settings.list_size, max(wanted, at_least), scored=scored
+    )
     counts = depth_counts(is_target, ranking.docs, settings.k_fractions, length, total)
     return ranking, counts
 
@@ -235,7 +257,10 @@ class SetResult:
     rows: list[dict] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
     pools: int = 0
+    heldout_pools: int = 0
     posts_in_both_groups: int = 0
+    #: (hypothesis id, doc keys of the pool's posts its lexicon matches), for the redundancy marks
+    matches: list[tuple[str, np.ndarray]] = field(default_factory=list)
 
 
 def evaluate_pool(
@@ -243,21 +268,77 @@ def evaluate_pool(
     hypotheses: Iterable[Hypothesis],
     settings: LiftSettings,
     result: SetResult,
+    heldout: PoolIndex | None = None,
+    keep_matches: bool = False,
 ) -> None:
-    """Append the lift rows of ``hypotheses`` (all on this pool) to ``result``."""
-    if settings.retrieval.mode == RELEASE:
-        evaluate_pool_release(index, hypotheses, settings, result)
-        return
+    """Append the lift rows of ``hypotheses`` (all on this pool) to ``result``; with the index of
+    the pool's held-out half, each row also gets the held-out counts at its k (a hypothesis of
+    ``HELDOUT_ONLY_SOURCES`` gets rows from those alone); with ``keep_matches``, the posts each
+    lexicon matches go to ``result.matches``."""
     for h in hypotheses:
-        ranking, counts = ranked_counts(index, h.lexicon, h.target, settings)
-        short = len(settings.k_fractions) - len(counts)
-        if short:
-            result.skipped["k_with_empty_depth"] += short
-        for fraction, n, hits, big_k, length in counts:
-            if big_k == 0:
-                result.skipped["target_absent_from_list"] += 1
-                continue
-            result.rows.append(lift_row(h, fraction, n, hits, big_k, length, ranking.n_matching))
+        held = _heldout(heldout, h, settings, result)
+        scored = index.scores(h.lexicon) if keep_matches else None
+        if scored is not None:  # the posts the lexicon matches, for the redundancy marks
+            result.matches.append((h.hypothesis_id, np.sort(index.doc_keys[scored[1]])))
+        if h.source in HELDOUT_ONLY_SOURCES:
+            matching = int((scored or index.scores(h.lexicon))[1].sum())
+            for fraction in sorted(held):
+                result.rows.append(
+                    {**lift_row(h, fraction, *[None] * 4, matching), **held[fraction]}
+                )
+            continue
+        rows = (
+            release_rows(index, h, settings, result)
+            if settings.retrieval.mode == RELEASE
+            else project_rows(index, h, settings, result, scored)
+        )
+        for row in rows:
+            result.rows.append({**row, **held.get(row["k_fraction"], {})})
+
+
+def _heldout(
+    heldout: PoolIndex | None, h: Hypothesis, settings: LiftSettings, result: SetResult
+) -> dict[float, dict]:
+    """The held-out counts per k fraction of one hypothesis (``splits.hypotheses.heldout_lift``:
+    the posts its source saw left out)."""
+    if heldout is None:
+        return {}
+    from splits.hypotheses.heldout_lift import heldout_counts
+
+    counts, _, _ = heldout_counts(
+        heldout,
+        h.lexicon,
+        h.target,
+        frozenset(h.seen),
+        settings.k_fractions,
+        settings.list_size,
+        settings.seed,
+    )
+    out = {}
+    for fraction, n, hits, big_k, length in counts:
+        if big_k == 0:
+            result.skipped["heldout_target_absent_from_list"] += 1
+            continue
+        out[fraction] = dict(zip(HELDOUT_COUNTS, (n, hits, big_k, length), strict=True))
+    result.skipped["heldout_k_with_empty_depth"] += len(settings.k_fractions) - len(counts)
+    return out
+
+
+def project_rows(
+    index: PoolIndex, h: Hypothesis, settings: LiftSettings, result: SetResult, scored=None
+):
+    """The rows of one hypothesis on the whole pool (the project's list)."""
+    ranking, counts = ranked_counts(index, h.lexicon, h.target, settings, scored=scored)
+    short = len(settings.k_fractions) - len(counts)
+    if short:
+        result.skipped["k_with_empty_depth"] += short
+    rows = []
+    for fraction, n, hits, big_k, length in counts:
+        if big_k == 0:
+            result.skipped["target_absent_from_list"] += 1
+            continue
+        rows.append(lift_row(h, fraction, n, hits, big_k, length, ranking.n_matching))
+    return rows
 
 
 def lift_row(
@@ -281,32 +362,36 @@ def lift_row(
     }
 
 
-def evaluate_pool_release(
-    index: PoolIndex,
-    hypotheses: Iterable[Hypothesis],
-    settings: LiftSettings,
-    result: SetResult,
-) -> None:
-    """The release's rows (``splits.hypotheses.release``): its padded list of ``doc_count``
-    posts and one row per k fraction, undefined ones (K = 0 or n = 0) included with their
-    statistics left null."""
-    for h in hypotheses:
-        ranked = release_list(index, h.lexicon, settings.retrieval.doc_count)
-        counts = release_counts(index.pool.is_target(h.target), ranked.docs, settings.k_fractions)
-        for fraction, n, hits, big_k, length in counts:
-            if big_k == 0 or n <= 0:
-                result.skipped["release_lift_undefined"] += 1
-            result.rows.append(lift_row(h, fraction, n, hits, big_k, length, ranked.n_matching))
+def release_rows(index: PoolIndex, h: Hypothesis, settings: LiftSettings, result: SetResult):
+    """The release's rows of one hypothesis (``splits.hypotheses.release``): its padded list of
+    ``doc_count`` posts and one row per k fraction, undefined ones (K = 0 or n = 0) included
+    with their statistics left null."""
+    ranked = release_list(index, h.lexicon, settings.retrieval.doc_count)
+    counts = release_counts(index.pool.is_target(h.target), ranked.docs, settings.k_fractions)
+    rows = []
+    for fraction, n, hits, big_k, length in counts:
+        if big_k == 0 or n <= 0:
+            result.skipped["release_lift_undefined"] += 1
+        rows.append(lift_row(h, fraction, n, hits, big_k, length, ranked.n_matching))
+    return rows
 
 
 def evaluate_set(
     hypotheses: Sequence[Hypothesis],
     topic_posts: pl.LazyFrame,
     settings: LiftSettings,
+    threads: dict[str, str] | None = None,
+    heldout: bool = True,
 ) -> SetResult:
     """Lift rows of every hypothesis. Topics are read one at a time from the topic posts table
     and each needed (topic, pair) pool is indexed once, so memory holds one topic's posts and one
-    pool's index whatever the number of hypotheses."""
+    pool's index whatever the number of hypotheses. With ``heldout``, each pool's held-out half
+    (``threads``: post id -> thread; none: each post its own) gets an index of its own and the
+    rows their held-out counts; the posts each lexicon matches in the pool are kept for the
+    redundancy marks."""
+    from splits.hypotheses.baseline import pool_halves, pool_scope
+    from splits.hypotheses.heldout_lift import subpool
+
     result = SetResult()
     analyzer = settings.retrieval.make_analyzer()
     by_pool: dict[tuple[str, str, str], list[Hypothesis]] = {}
@@ -342,7 +427,22 @@ def evaluate_set(
                 continue
             index = pool_index(pool, settings.retrieval, analyzer)
             result.pools += 1
-            evaluate_pool(index, todo, settings, result)
+            held_index = None
+            if heldout:
+                keep = pool_halves(
+                    pool.post_ids,
+                    threads or {},
+                    pool_scope(topic, *pair),
+                    settings.seed,
+                    settings.heldout_fraction,
+                )
+                half = subpool(pool, keep)
+                if half.size and half.is_a.any() and not half.is_a.all():
+                    held_index = pool_index(half, settings.retrieval, analyzer)
+                    result.heldout_pools += 1
+                else:
+                    result.skipped["heldout_half_lacks_a_group"] += len(todo)
+            evaluate_pool(index, todo, settings, result, held_index, keep_matches=heldout)
             log.info("%s %s/%s: %d posts, %d hypotheses", topic, *pair, pool.size, len(todo))
     return result
 
@@ -351,22 +451,40 @@ def lift_frame(rows: Sequence[dict], alpha: float) -> pl.DataFrame:
     """The rows with their statistics, in the column order of ``LIFT_COLUMNS``."""
     if not rows:
         return pl.DataFrame(schema=LIFT_COLUMNS)
-    frame = pl.DataFrame(rows)
-    # lift, p and the intervals are undefined without a target post in the list or a post read
-    # (release mode keeps such rows): null, never 0
-    defined = (frame["target_in_list"].to_numpy() > 0) & (frame["n"].to_numpy() > 0)
-    computed = lift_statistics(
-        frame["hits_at_n"].to_numpy()[defined],
-        frame["n"].to_numpy()[defined],
-        frame["target_in_list"].to_numpy()[defined],
-        frame["list_size"].to_numpy()[defined],
-        alpha,
+    counts = {c: LIFT_COLUMNS[c] for c in ("n", "hits_at_n", "target_in_list", "list_size")}
+    counts.update({c: pl.Int64 for c in HELDOUT_COUNTS})
+    frame = pl.DataFrame(rows, schema_overrides=counts, infer_schema_length=None)
+    frame = frame.with_columns(
+        [pl.lit(None, dtype=t).alias(c) for c, t in counts.items() if c not in frame.columns]
     )
-    for name, values in computed.items():
-        column = np.full(frame.height, np.nan)
-        column[defined] = values
-        frame = frame.with_columns(pl.Series(name, column).fill_nan(None))
+    for prefix, wanted in (("", None), ("heldout_", _STATISTICS)):
+        hits, n, big_k, big_n = (
+            frame[f"{prefix}{c}"].fill_null(0).to_numpy()
+            for c in ("hits_at_n", "n", "target_in_list", "list_size")
+        )
+        # lift, p and the intervals are undefined without a target post in the list or a post
+        # read (release mode keeps such rows, held-out counts may be missing): null, never 0
+        defined = (big_k > 0) & (n > 0)
+        computed = lift_statistics(hits[defined], n[defined], big_k[defined], big_n[defined], alpha)
+        for name, values in computed.items():
+            if wanted is not None and name not in wanted:
+                continue
+            column = np.full(frame.height, np.nan)
+            column[defined] = values
+            frame = frame.with_columns(pl.Series(f"{prefix}{name}", column).fill_nan(None))
     return frame.select([pl.col(c).cast(t) for c, t in LIFT_COLUMNS.items()])
+
+
+def matches_frame(result: SetResult) -> pl.DataFrame:
+    """Per hypothesis, the doc keys (``PoolIndex.doc_keys``) of the pool's posts its lexicon
+    matches: what ``splits.hypotheses.redundancy`` compares."""
+    return pl.DataFrame(
+        {
+            "hypothesis_id": [h for h, _ in result.matches],
+            "matched_keys": [keys.tolist() for _, keys in result.matches],
+        },
+        schema=MATCHES_SCHEMA,
+    )
 
 
 def lift_report(n_hypotheses: int, result: SetResult, frame: pl.DataFrame, settings) -> dict:
@@ -378,6 +496,8 @@ def lift_report(n_hypotheses: int, result: SetResult, frame: pl.DataFrame, setti
         "hypotheses_with_rows": frame["hypothesis_id"].n_unique() if frame.height else 0,
         "rows": frame.height,
         "pools": result.pools,
+        "heldout_pools": result.heldout_pools,
+        "heldout_fraction": settings.heldout_fraction,
         "posts_left_out_in_both_groups": result.posts_in_both_groups,
         "skipped": dict(sorted(result.skipped.items())),
         "retrieval": {

@@ -296,12 +296,14 @@ class PoolIndex:
         seed: int,
         list_size: int | None = None,
         depth: int | None = None,
+        scored: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> Ranking:
         """The lexicon's ranked list (matching posts by score, then the rest), cut to
         ``list_size`` posts (None: the whole pool). With ``depth`` only the first ``depth`` posts
         are ordered and returned (the same posts as the whole list's first ``depth``), which
-        saves sorting posts that no k reads."""
-        scores, matched = self.scores(lexicon)
+        saves sorting posts that no k reads. ``scored``: the lexicon's ``scores`` when the caller
+        has them already."""
+        scores, matched = self.scores(lexicon) if scored is None else scored
         keys = self.padding_keys(query_key(lexicon, seed))
         length = list_length(self.n_docs, list_size)
         wanted = length if depth is None else max(0, min(int(depth), length))

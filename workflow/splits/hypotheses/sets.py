@@ -18,6 +18,7 @@ import polars as pl
 from splits.errors import ConfigError
 from splits.hypotheses.lexicon import frame_hypotheses, hypotheses_frame, read_records
 from splits.hypotheses.settings import (
+    FightingWordsSettings,
     FileSettings,
     GenerateSettings,
     SampleSettings,
@@ -193,3 +194,46 @@ def generated_set(
     )
     cleaned.skipped.update(problems)
     return cleaned, {"requests": len(replies)}
+
+
+def fighting_words_set(
+    posts: pl.DataFrame,
+    posts_table: str | None,
+    model_sets: list[str],
+    topics: list,
+    demographics: list[str],
+    s: FightingWordsSettings,
+):
+    """The counting baseline's set (``splits.hypotheses.baseline``): threads from the merged posts
+    table (None: every post is its own thread), lexicon sizes from the model sets."""
+    from splits.hypotheses.baseline import (
+        SOURCE,
+        baseline_records,
+        model_lexicon_sizes,
+        read_threads,
+    )
+    from splits.hypotheses.sources import pairs_of
+
+    names = [t.topic for t in topics]
+    threads = read_threads(posts_table, posts["post_id"])
+    for path in model_sets:
+        if not Path(path).is_file():
+            raise ConfigError(f"hypothesis set {path} does not exist")
+    sizes = model_lexicon_sizes([pl.read_parquet(p) for p in model_sets])
+    records, report = baseline_records(posts, threads, pairs_of(demographics), names, s, sizes)
+    cleaned = clean_records(
+        records,
+        names,
+        demographics,
+        s.limits,
+        "",
+        f"hypotheses.fighting_words ({len(report['pools'])} pools)",
+        default_source=SOURCE,
+    )
+    cleaned.skipped.update(
+        report.pop("skipped")
+    )  # one count of what was left out, with the cleaner's
+    report["threads"] = "conversation_id" if posts_table else "none: each post its own thread"
+    report["posts_with_thread"] = len(threads)
+    report["model_lexicon_sizes"] = len(sizes)
+    return cleaned, report

@@ -93,6 +93,63 @@ class GenerateSettings(_Bounded):
 
 
 @dataclass(frozen=True)
+class FightingWordsSection:
+    """``hypotheses.fighting_words``: the counting baseline's prior, vocabulary and lexicons
+    (``enabled`` is read where the run's sets are listed)."""
+
+    SECTION: ClassVar[str] = "hypotheses.fighting_words"
+    prior: str
+    uniform_prior: float
+    prior_scale: float | None
+    ngram_max: int
+    min_df: int
+    max_df: float
+    max_features: int | None
+    min_z: float
+    lexicon_size: int | None
+    lexicon_size_without_models: int
+
+    def __post_init__(self):
+        if self.prior not in ("informative", "uniform"):
+            raise ConfigError(
+                f"hypotheses.fighting_words.prior: unknown value {self.prior!r} "
+                "(informative or uniform)"
+            )
+        if self.uniform_prior <= 0:
+            raise ConfigError("hypotheses.fighting_words.uniform_prior: must be above 0")
+        if self.prior_scale is not None and self.prior_scale <= 0:
+            raise ConfigError("hypotheses.fighting_words.prior_scale: must be above 0 (or null)")
+        if not 1 <= self.ngram_max <= 6:
+            raise ConfigError("hypotheses.fighting_words.ngram_max: must be between 1 and 6")
+        if self.min_df < 1:
+            raise ConfigError("hypotheses.fighting_words.min_df: must be at least 1")
+        if not 0 < self.max_df <= 1:
+            raise ConfigError("hypotheses.fighting_words.max_df: must be in (0, 1]")
+
+
+def _check_heldout_fraction(fraction: float) -> None:
+    if not 0 < fraction < 1:
+        raise ConfigError("hypotheses.heldout_fraction: must be in (0, 1)")
+
+
+@dataclass(frozen=True)
+class FightingWordsSettings(_Bounded):
+    """Rule ``hypotheses_fighting_words``: the baseline, the held-out split (``seed``,
+    ``heldout_fraction``) and the bounds every set gets."""
+
+    SECTION: ClassVar[str] = "hypotheses"
+    max_entries: int
+    max_phrase_tokens: int
+    seed: int = field(metadata={"key": "seed"})
+    heldout_fraction: float
+    fighting_words: FightingWordsSection
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_heldout_fraction(self.heldout_fraction)
+
+
+@dataclass(frozen=True)
 class RetrievalSettings:
     """``hypotheses.retrieval``: the mode, the BM25 variant (method null: the mode's, robertson
     for project and lucene for release; k1 and b null: the method's), the analyzer and the
@@ -164,9 +221,11 @@ class LiftSettings:
     list_size: int | None
     alpha: float
     seed: int = field(metadata={"key": "seed"})
+    heldout_fraction: float
     retrieval: RetrievalSettings
 
     def __post_init__(self):
+        _check_heldout_fraction(self.heldout_fraction)
         fractions = _sorted_unique(self.k_fractions)
         if not fractions or not all(0 < f <= 1 for f in fractions):
             raise ConfigError("hypotheses.k_fractions: each must be in (0, 1]")
@@ -191,11 +250,9 @@ class TrivialitySettings:
             raise ConfigError("hypotheses.encoder_batch: must be at least 1")
 
 
-@dataclass(frozen=True)
-class TableSettings:
-    """Rule ``hypotheses_table``: the false discovery rate and the triviality thresholds."""
+class _Filter:
+    """The two-stage filter's keys (the table and the report read them)."""
 
-    SECTION: ClassVar[str] = "hypotheses"
     alpha: float
     triviality_thresholds: tuple[float, ...]
 
@@ -208,7 +265,27 @@ class TableSettings:
 
 
 @dataclass(frozen=True)
-class ReportSettings(TableSettings):
-    """Rule ``hypotheses_report``: the table's settings and the k fraction of the scatter plot."""
+class TableSettings(_Filter):
+    """Rule ``hypotheses_table``: the false discovery rate, the triviality thresholds and the
+    Jaccard index above which a hypothesis repeats a stronger one."""
 
+    SECTION: ClassVar[str] = "hypotheses"
+    alpha: float
+    triviality_thresholds: tuple[float, ...]
+    redundancy_jaccard: float
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0 <= self.redundancy_jaccard <= 1:
+            raise ConfigError("hypotheses.redundancy_jaccard: must be in [0, 1]")
+
+
+@dataclass(frozen=True)
+class ReportSettings(_Filter):
+    """Rule ``hypotheses_report``: the filter's keys and the k fraction of the scatter plot and
+    of the comparison with the counting baseline."""
+
+    SECTION: ClassVar[str] = "hypotheses"
+    alpha: float
+    triviality_thresholds: tuple[float, ...]
     report_k: float

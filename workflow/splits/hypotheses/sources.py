@@ -178,12 +178,14 @@ def _chat(prompt: str, params: SamplingParams) -> Request:
     return Request(messages=({"role": "user", "content": prompt},), params=params)
 
 
+def sample_indices(count: int, size: int, rng: np.random.Generator) -> list[int]:
+    if count <= size:
+        return list(range(count))
+    return sorted(rng.choice(count, size=size, replace=False).tolist())
+
+
 def sample_posts(texts: Sequence[str], size: int, rng: np.random.Generator) -> list[str]:
-    if len(texts) <= size:
-        chosen = list(range(len(texts)))
-    else:
-        chosen = sorted(rng.choice(len(texts), size=size, replace=False).tolist())
-    return [texts[i] for i in chosen]
+    return [texts[i] for i in sample_indices(len(texts), size, rng)]
 
 
 def generation_requests(
@@ -197,17 +199,22 @@ def generation_requests(
     params: SamplingParams,
     seed: int,
 ) -> tuple[list[Request], list[dict[str, str]]]:
-    """One request per (topic, pair) whose pool has posts of both groups, and its context."""
+    """One request per (topic, pair) whose pool has posts of both groups, and its context (with
+    ``seen``: the ids of the posts the prompt shows)."""
     template = load_template(template_path, GENERATE_SLOTS, GENERATE_REQUIRED)
     requests, contexts = [], []
     for category, topic in topics:
         rows = topic_posts.filter(pl.col("topic") == topic)
         for a, b in pairs_of(demographics):
-            posts = {}
+            posts, seen = {}, []
             for key in (a, b):
-                texts = rows.filter(pl.col("demographic") == key).sort("post_id")["text"]
+                group = rows.filter(pl.col("demographic") == key).sort("post_id")
                 rng = seeded_rng(seed, "generate", topic, a, b, key)
-                posts[key] = sample_posts(texts.fill_null("").to_list(), posts_per_group, rng)
+                chosen = sample_indices(group.height, posts_per_group, rng)
+                texts = group["text"].fill_null("").to_list()
+                ids = group["post_id"].cast(pl.String).to_list()
+                posts[key] = [texts[i] for i in chosen]
+                seen += [ids[i] for i in chosen]
             if not posts[a] or not posts[b]:
                 continue
             values = {
@@ -220,7 +227,9 @@ def generation_requests(
                 "n": str(per_pool),
             }
             requests.append(_chat(template.render(values), params))
-            contexts.append({"topic": topic, "demographic_A": a, "demographic_B": b})
+            contexts.append(
+                {"topic": topic, "demographic_A": a, "demographic_B": b, "seen": sorted(seen)}
+            )
     return requests, contexts
 
 
@@ -273,6 +282,7 @@ def oracle_records(theories: pl.DataFrame, rows: pl.DataFrame) -> tuple[list[dic
                     "lexicon": [w.strip() for w in match.group(2).split(",")],
                     "source": "theory",
                     "note": f"{row['tm']} k={row['k']} row {row['eval_row']}",
+                    "seen": _calibration_ids(row),
                 }
             )
     return records, problems
@@ -309,9 +319,17 @@ def theory_requests(
                 "demographic_A": row["demographic_A"],
                 "demographic_B": row["demographic_B"],
                 "note": f"{row['tm']} k={row['k']} row {row['eval_row']}",
+                "seen": _calibration_ids(row),
             }
         )
     return requests, contexts, problems
+
+
+def _calibration_ids(row: Mapping[str, Any]) -> list[str]:
+    """The posts the TM saw: the first k calibration posts of the row (``example_post_ids``;
+    none where the rows lack the column)."""
+    ids = row.get("example_post_ids") or []
+    return [str(p) for p in ids[: int(row["k"])]]
 
 
 def _theory_rows(theories: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
@@ -324,8 +342,7 @@ def _theory_rows(theories: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
         if missing:
             raise ConfigError(f"hypotheses theories: {name} lack column(s) {', '.join(missing)}")
     keep = ["eval_row", "description", "demographic_A", "demographic_B"]
-    if "category" in rows.columns:
-        keep.append("category")
+    keep += [c for c in ("category", "example_post_ids") if c in rows.columns]
     return theories.select("eval_row", "tm", "k", "theory").join(
         rows.select(keep), on="eval_row", how="inner"
     )

@@ -2,8 +2,14 @@
 
 ``lift.parquet``: one row per hypothesis x k fraction, the columns of ``TABLE_COLUMNS`` (the
 issue's list first, then the release's null band, the number of posts matching the lexicon and
-the identity words the lexicon covers). ``q_value`` is the Benjamini-Hochberg adjustment of
-``p_value`` over every row of the run (all hypotheses of all sets, all k).
+the identity words the lexicon covers, then the held-out columns and the redundancy marks).
+``q_value`` is the Benjamini-Hochberg adjustment of ``p_value`` over every row of the run (all
+hypotheses of all sets, all k), ``heldout_q_value`` the same of ``heldout_p_value``: the lift on
+the pool's held-out half without the posts the hypothesis's source saw
+(``splits.hypotheses.lift``). ``repeats`` names the stronger hypothesis of the same topic and pair
+whose matched posts overlap this one's with a Jaccard index above
+``hypotheses.redundancy_jaccard`` (``repeats_jaccard``); hypotheses are visited strongest first
+(smallest held-out q over k, then largest held-out lift, then id).
 
 Two-stage filter: stage 1 keeps rows with q < alpha; stage 2 keeps those whose triviality is
 below a threshold (each of ``hypotheses.triviality_thresholds``). ``filtered.csv`` holds the rows
@@ -50,19 +56,79 @@ TABLE_COLUMNS = [
     "null_band_high",
     "matching_posts",
     "identity_words_covered",
+    "heldout_n",
+    "heldout_hits_at_n",
+    "heldout_target_in_list",
+    "heldout_list_size",
+    "heldout_lift",
+    "heldout_lift_low",
+    "heldout_lift_high",
+    "heldout_p_value",
+    "heldout_q_value",
+    "repeats",
+    "repeats_jaccard",
 ]
+POOL_COLUMNS = ["topic", "demographic_A", "demographic_B"]
 PNG_METADATA = {"Software": None}  # no library version in the file: byte-identical reruns
 
 
-def build_table(lift: pl.DataFrame, triviality: pl.DataFrame) -> pl.DataFrame:
-    """Join lift rows with triviality (by hypothesis_id) and add the run's BH q."""
+def build_table(
+    lift: pl.DataFrame,
+    triviality: pl.DataFrame,
+    matches: pl.DataFrame | None = None,
+    jaccard: float = 1.0,
+) -> pl.DataFrame:
+    """Join lift rows with triviality (by hypothesis_id), add the run's BH q of the all-posts and
+    of the held-out p values, and the redundancy marks (``repeats``) from the posts each
+    hypothesis matches (``matches``: hypothesis_id, matched_keys)."""
     joined = lift.join(
         triviality.select("hypothesis_id", "triviality", "identity_words_covered"),
         on="hypothesis_id",
         how="left",
     )
-    q = benjamini_hochberg(joined["p_value"].to_numpy())
-    return joined.with_columns(pl.Series("q_value", q, dtype=pl.Float64)).select(TABLE_COLUMNS)
+    for p, q in (("p_value", "q_value"), ("heldout_p_value", "heldout_q_value")):
+        values = benjamini_hochberg(joined[p].cast(pl.Float64).fill_null(np.nan).to_numpy())
+        joined = joined.with_columns(pl.Series(q, values, dtype=pl.Float64).fill_nan(None))
+    marks = redundancy_marks(joined, matches, jaccard)
+    return joined.join(marks, on="hypothesis_id", how="left").select(TABLE_COLUMNS)
+
+
+def strength_order(table: pl.DataFrame) -> pl.DataFrame:
+    """One row per hypothesis (with its pool), strongest first within the run: smallest held-out
+    q over its k, then largest held-out lift, then id (missing values last)."""
+    return (
+        table.group_by("hypothesis_id", *POOL_COLUMNS)
+        .agg(
+            pl.col("heldout_q_value").min().alias("_q"),
+            pl.col("heldout_lift").max().alias("_lift"),
+        )
+        .sort(["_q", "_lift", "hypothesis_id"], descending=[False, True, False], nulls_last=True)
+    )
+
+
+def redundancy_marks(
+    table: pl.DataFrame, matches: pl.DataFrame | None, threshold: float
+) -> pl.DataFrame:
+    """``repeats`` (the id of the stronger hypothesis of the same topic and pair it repeats) and
+    ``repeats_jaccard`` per hypothesis (``splits.hypotheses.redundancy``)."""
+    from splits.hypotheses.redundancy import repeats
+
+    schema = {"hypothesis_id": pl.String, "repeats": pl.String, "repeats_jaccard": pl.Float64}
+    if matches is None or table.is_empty():
+        return pl.DataFrame(schema=schema)
+    keys = {h: frozenset(k) for h, k in matches.select("hypothesis_id", "matched_keys").iter_rows()}
+    ids, marks, overlaps = [], [], []
+    for _, part in strength_order(table).group_by(POOL_COLUMNS, maintain_order=True):
+        order = part["hypothesis_id"].to_list()
+        for hypothesis_id, (mark, overlap) in zip(
+            order, repeats(order, [keys.get(h, frozenset()) for h in order], threshold), strict=True
+        ):
+            ids.append(hypothesis_id)
+            marks.append(mark)
+            overlaps.append(overlap)
+    return pl.DataFrame(
+        {"hypothesis_id": ids, "repeats": marks, "repeats_jaccard": overlaps}, schema=schema
+    )
 
 
 def threshold_column(threshold: float) -> str:
@@ -156,9 +222,10 @@ def _save(fig, path: Path) -> None:
 def plot_scatter(
     table: pl.DataFrame, k: float, alpha: float, thresholds: Sequence[float], path: Path
 ) -> None:
-    """Lift at k against triviality, one marker per hypothesis, filled when q < alpha."""
+    """Lift at k against triviality, one marker per hypothesis, filled when q < alpha (the
+    hypotheses with an all-posts lift: not the held-out-only counting baseline)."""
     plt = _pyplot()
-    rows = table.filter((pl.col("k_fraction") - k).abs() < 1e-12)
+    rows = table.filter(((pl.col("k_fraction") - k).abs() < 1e-12) & pl.col("lift").is_not_null())
     fig, ax = plt.subplots(figsize=(7.5, 5))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (source,) in enumerate(sorted(rows.select("source").unique().rows())):
@@ -190,9 +257,10 @@ def plot_scatter(
 
 def top_hypotheses(table: pl.DataFrame, k: float, alpha: float, count: int) -> list[str]:
     """Ids of ``count`` hypotheses taken in turn from each source, each source's smallest q at
-    k first (significant ones first, then larger lift), so every source shows its best."""
+    k first (significant ones first, then larger lift), so every source shows its best (of the
+    hypotheses with an all-posts lift: not the held-out-only counting baseline)."""
     ranked = (
-        table.filter((pl.col("k_fraction") - k).abs() < 1e-12)
+        table.filter(((pl.col("k_fraction") - k).abs() < 1e-12) & pl.col("lift").is_not_null())
         .with_columns((pl.col("q_value") < alpha).alias("_significant"))
         .sort(
             ["_significant", "q_value", "lift", "hypothesis_id"],
@@ -268,11 +336,14 @@ def plot_stages(counts: pl.DataFrame, k: float, path: Path) -> None:
 CURVES_TOP = 8
 
 
-def run_table(lift_paths, triviality_paths, set_paths, settings):
+def run_table(lift_paths, triviality_paths, set_paths, settings, matches_paths=()):
     """The run's table, the hypotheses passing both stages (as CSV rows) and the stage counts,
-    from every set's lift, triviality and set files (``settings``: ``TableSettings``)."""
+    from every set's lift, triviality, set and matches files (``settings``: ``TableSettings``)."""
     if not len(lift_paths) == len(triviality_paths) == len(set_paths):
         raise ConfigError("hypotheses table: give one --lift, --triviality and --sets per set")
+    if matches_paths and len(matches_paths) != len(lift_paths):
+        raise ConfigError("hypotheses table: give one --matches per set")
+    matches = pl.concat([pl.read_parquet(p) for p in matches_paths]) if matches_paths else None
     thresholds = settings.triviality_thresholds
     lift = pl.concat([pl.read_parquet(p) for p in lift_paths], how="vertical_relaxed")
     triviality = pl.concat([pl.read_parquet(p) for p in triviality_paths])
@@ -282,7 +353,7 @@ def run_table(lift_paths, triviality_paths, set_paths, settings):
             "hypotheses: no hypothesis could be evaluated (see the lift reports under "
             "results/hypotheses/lift/)"
         )
-    table = build_table(lift, triviality)
+    table = build_table(lift, triviality, matches, settings.redundancy_jaccard)
     survivors = filtered(table, notes, settings.alpha, thresholds)
     log.info(
         "%d rows of %d hypotheses; %d rows pass both stages (q < %g, triviality < %g)",

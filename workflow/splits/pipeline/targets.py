@@ -21,8 +21,12 @@ from splits.llm.backends import capability
 # sampling.k (evaluation_sweep_dataset)
 EVALUATION_ROWS = r"(?:\d+|all)(?:-k\d+)?"
 EVALUATION_PLOTS = ("accuracy_vs_k", "tm_cm_heatmap", "by_pair", "by_demographic", "by_category")
-HYPOTHESIS_SET = rf"sample|file/{PATH_NAME}|theory/{PATH_NAME}/{PATH_NAME}/k-\d+|llm/{PATH_NAME}"
-HYPOTHESES_PLOTS = ("lift_vs_triviality", "lift_curves", "stages")
+HYPOTHESIS_SET = (
+    rf"sample|fighting-words|file/{PATH_NAME}|theory/{PATH_NAME}/{PATH_NAME}/k-\d+|llm/{PATH_NAME}"
+)
+#: the sets whose lexicons a model wrote (the counting baseline takes their median size)
+MODEL_SET_PREFIXES = ("theory/", "llm/")
+HYPOTHESES_PLOTS = ("lift_vs_triviality", "lift_curves", "stages", "models_vs_counting")
 PROBE_OUTPUTS = {
     "stress": [
         "responses.parquet",
@@ -401,16 +405,27 @@ def hypothesis_sets(config: dict) -> list[str]:
     sets += [f"file/{name}" for name in sorted(hypotheses["files"])]
     sets += [f"theory/{t['experiment']}/{t['tm']}/k-{t['k']}" for t in hypotheses["theories"]]
     sets += [f"llm/{model}" for model in hypotheses["generate"]["models"]]
+    if hypotheses["fighting_words"]["enabled"]:
+        sets.append("fighting-words")
     return sets
+
+
+def hypothesis_model_sets(config: dict) -> list[str]:
+    """The run's sets whose lexicons a model wrote (theories, the LLM generator)."""
+    return [s for s in hypothesis_sets(config) if s.startswith(MODEL_SET_PREFIXES)]
 
 
 def hypotheses_targets(config: dict) -> list[str]:
     if not hypothesis_sets(config):
         return []
     base = f"{config['outdir']}/hypotheses"
-    return [f"{base}/lift.parquet", f"{base}/filtered.csv", f"{base}/stages.csv"] + [
-        f"{base}/plots/{plot}.png" for plot in HYPOTHESES_PLOTS
-    ]
+    return [
+        f"{base}/lift.parquet",
+        f"{base}/filtered.csv",
+        f"{base}/stages.csv",
+        f"{base}/comparison.csv",
+        f"{config['outdir']}/health/hypotheses.json",
+    ] + [f"{base}/plots/{plot}.png" for plot in HYPOTHESES_PLOTS]
 
 
 def hypotheses_model_args(config: dict, model: str) -> list[str]:

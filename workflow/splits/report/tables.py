@@ -68,7 +68,10 @@ REPORT_PAGES = [
         [r"\1/groups.html", r"\1/group_splits.html", r"\1/group_gaps.html"],
     ),
     (r"evaluation/throughput\.md", ["evaluation/throughput.html"]),
-    (r"hypotheses/filtered\.csv", ["hypotheses/filtered.html", "hypotheses/stages.html"]),
+    (
+        r"hypotheses/filtered\.csv",
+        ["hypotheses/filtered.html", "hypotheses/stages.html", "hypotheses/comparison.html"],
+    ),
     (r"(probes/empathy/[^/]+/[^/]+)/variants\.csv", [r"\1/variants.html"]),
     (r"(probes/personalization/[^/]+)/tests\.parquet", [r"\1/tests.html"]),
 ]

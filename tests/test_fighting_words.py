@@ -1,0 +1,163 @@
+"""Fighting Words (splits.hypotheses.fighting_words) against ConvoKit's FightingWords, configured
+alike (the same tokens, vocabulary bounds and prior; no text cleaning on either side), on real
+Reddit posts (Dreaddit: r/ptsd and r/anxiety against r/relationships), and against the formula
+of Monroe et al. written here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from splits.hypotheses.fighting_words import (
+    document_terms,
+    fighting_words,
+    limit_vocabulary,
+    z_scores,
+)
+from splits.text import words
+
+SETTINGS = dict(ngram_range=(1, 3), min_df=10, max_df=0.5, max_features=None)
+
+
+@pytest.fixture(scope="module")
+def dreaddit(reference_dir):
+    frame = pl.read_csv(
+        reference_dir / "realdata" / "dreaddit" / "dreaddit-train.csv",
+        columns=["subreddit", "id", "text"],
+    )
+    texts_a = frame.filter(pl.col("subreddit").is_in(["ptsd", "anxiety"]))["text"].to_list()
+    texts_b = frame.filter(pl.col("subreddit") == "relationships")["text"].to_list()
+    return texts_a, texts_b
+
+
+def convokit_z(texts_a, texts_b, prior, vocabulary=None):
+    convokit = pytest.importorskip("convokit")
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    utterances = [
+        convokit.Utterance(
+            id=f"{side}{i}",
+            speaker=convokit.Speaker(id=f"s{side}{i}"),
+            text=text,
+            meta={"side": side},
+        )
+        for side, texts in (("a", texts_a), ("b", texts_b))
+        for i, text in enumerate(texts)
+    ]
+    corpus = convokit.Corpus(utterances=utterances)
+    vectorizer = CountVectorizer(
+        tokenizer=words,
+        lowercase=False,
+        token_pattern=None,
+        ngram_range=SETTINGS["ngram_range"],
+        **(
+            {"vocabulary": list(vocabulary)}
+            if vocabulary is not None
+            else {"min_df": SETTINGS["min_df"], "max_df": SETTINGS["max_df"]}
+        ),
+    )
+    model = convokit.FightingWords(cv=vectorizer, prior=prior, text_func=lambda utt: utt.text)
+    model.fit(
+        corpus,
+        class1_func=lambda utt: utt.meta["side"] == "a",
+        class2_func=lambda utt: utt.meta["side"] == "b",
+    )
+    return model.get_ngram_zscores()["z-score"].to_dict()
+
+
+def test_uniform_prior_equals_convokit_on_real_posts(dreaddit):
+    texts_a, texts_b = dreaddit
+    ours = fighting_words(
+        texts_a, texts_b, prior="uniform", uniform_prior=0.1, prior_scale=1.0, **SETTINGS
+    )
+    # ConvoKit's prior must be a Python float: a numpy float is taken for a vector
+    theirs = convokit_z(texts_a, texts_b, 0.1)
+    assert set(ours.terms) == set(theirs)
+    assert len(ours.terms) > 1000
+    for term, z in zip(ours.terms, ours.z, strict=True):
+        assert z == pytest.approx(theirs[term], abs=1e-9), term
+
+
+def test_informative_prior_equals_convokit_given_the_same_vector(dreaddit):
+    texts_a, texts_b = dreaddit
+    background = texts_a[::2] + texts_b[::3]
+    ours = fighting_words(
+        texts_a,
+        texts_b,
+        prior="informative",
+        uniform_prior=0.1,
+        prior_scale=500.0,
+        background=background,
+        **SETTINGS,
+    )
+    theirs = convokit_z(texts_a, texts_b, ours.prior, vocabulary=ours.terms)
+    for term, z in zip(ours.terms, ours.z, strict=True):
+        assert z == pytest.approx(theirs[term], abs=1e-9), term
+
+
+def test_z_scores_follow_the_papers_formula():
+    rng = np.random.default_rng(3)
+    y_a, y_b = rng.integers(0, 50, 40), rng.integers(0, 50, 40)
+    a = rng.uniform(0.01, 2.0, 40)
+    n_a, n_b, a0 = y_a.sum(), y_b.sum(), a.sum()
+    for w in range(40):
+        delta = math.log((y_a[w] + a[w]) / (n_a + a0 - y_a[w] - a[w])) - math.log(
+            (y_b[w] + a[w]) / (n_b + a0 - y_b[w] - a[w])
+        )
+        expected = delta / math.sqrt(1 / (y_a[w] + a[w]) + 1 / (y_b[w] + a[w]))
+        assert z_scores(y_a, y_b, a)[w] == pytest.approx(expected, rel=1e-12)
+
+
+def test_vocabulary_limit_keeps_the_most_frequent_ties_alphabetically():
+    texts = ["b a c", "a b", "c d", "d e", "e a"]  # counts: a 3, b 2, c 2, d 2, e 2
+    matrix, vocabulary = document_terms(texts, (1, 1))
+    _, kept = limit_vocabulary(matrix, vocabulary, min_df=1, max_df=1.0, max_features=3)
+    assert kept.terms == ("a", "b", "c")  # b, c, d, e tie at 2: the first two alphabetically
+    _, kept = limit_vocabulary(matrix, vocabulary, min_df=3, max_df=1.0, max_features=None)
+    assert kept.terms == ("a",)
+    _, kept = limit_vocabulary(matrix, vocabulary, min_df=1, max_df=0.5, max_features=None)
+    assert kept.terms == ("b", "c", "d", "e")  # a is in 3 of 5 documents
+
+
+def test_document_terms_count_consecutive_token_ngrams():
+    matrix, vocabulary = document_terms(["The cat, the CAT!", "cat"], (1, 2))
+    counts = dict(zip(vocabulary.terms, np.asarray(matrix.sum(axis=0)).ravel(), strict=True))
+    assert counts == {"cat": 3, "cat the": 1, "the": 2, "the cat": 2}
+
+
+def test_informative_prior_ranks_one_groups_words_above_function_words():
+    """The issue's finding on real Reddit, planted: a word only group A uses ("emory", as
+    Cornell's students on every topic) against function words both use, group A a little more often.
+    Under ConvoKit's uniform 0.1 prior the function words rank first (the variance of a word the
+    other group never uses is dominated by 1/0.1); under the informative prior, whose background
+    is the two groups' posts elsewhere, the group's own word does."""
+    rng = np.random.default_rng(0)
+    filler = [f"w{i}" for i in range(300)]
+
+    def post(group: str) -> str:
+        tokens = list(rng.choice(filler, 12))
+        tokens += ["they"] * (11 if group == "a" else 10) + ["are"] * (6 if group == "a" else 5)
+        if group == "a" and rng.random() < 0.25:
+            tokens.append("emory")
+        return " ".join(tokens)
+
+    texts_a = [post("a") for _ in range(400)]
+    texts_b = [post("b") for _ in range(400)]
+    background = [post(g) for g in "ab" * 1000]
+    common = dict(ngram_range=(1, 1), min_df=1, max_df=1.0, max_features=None)
+    uniform = fighting_words(
+        texts_a, texts_b, prior="uniform", uniform_prior=0.1, prior_scale=None, **common
+    )
+    informative = fighting_words(
+        texts_a,
+        texts_b,
+        prior="informative",
+        uniform_prior=0.1,
+        prior_scale=None,
+        background=background,
+        **common,
+    )
+    assert uniform.top("a", 1) == ["are"]  # "emory" only after a function word
+    assert informative.top("a", 1) == ["emory"]

@@ -1,0 +1,226 @@
+"""The counting baseline as a hypothesis source: Fighting Words lexicons per (topic, pair).
+
+For each pool (a topic's posts of a pair of groups, posts listed under both groups left out, as
+in the lift), the posts are split into a discovery and a held-out half by thread
+(``splits.hypotheses.heldout``, the same split the lift uses). Fighting Words compares the two
+groups' discovery posts; its prior's background is what the pair wrote everywhere else (their
+posts on the other topics and the discovery half of this one: never a held-out post). The
+n-grams most typical of each side, with |z| at least ``min_z``, make one lexicon per target,
+of the median size of the model lexicons (theories, LLM) of the same pool (or ``lexicon_size``). The lift scores them on
+the held-out half only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from splits.hypotheses.fighting_words import (
+    document_terms,
+    informative_prior,
+    limit_vocabulary,
+    only_stop_words,
+    z_scores,
+)
+from splits.hypotheses.heldout import DISCOVERY, HELDOUT, split_halves
+from splits.hypotheses.retrieval import pools_of_topic
+from splits.hypotheses.settings import FightingWordsSettings
+from splits.text import POLARS_WORD_PATTERN
+
+log = logging.getLogger(__name__)
+
+SOURCE = "fighting-words"
+
+
+def pool_scope(topic: str, group_a: str, group_b: str) -> str:
+    """The key of a pool's held-out split (the lift computes the same)."""
+    return f"{topic}\x1f{group_a}\x1f{group_b}"
+
+
+def pool_halves(
+    pool_post_ids: Sequence[str], threads: Mapping[str, str], scope: str, seed: int, fraction: float
+) -> np.ndarray:
+    """``True`` for the pool's held-out posts (in the pool's order)."""
+    frame = pl.DataFrame(
+        {
+            "post_id": list(pool_post_ids),
+            "conversation_id": [threads.get(p) for p in pool_post_ids],
+        },
+        schema={"post_id": pl.String, "conversation_id": pl.String},
+    )
+    return (split_halves(frame, seed, fraction, scope)["half"] == HELDOUT).to_numpy()
+
+
+def ngram_counts(texts: pl.Series, ngram_max: int) -> pl.DataFrame:
+    """(gram, count) of the word n-grams (1..``ngram_max``) of ``texts``, tokens as
+    ``splits.text.words`` cuts them, joined by a space; polars does the counting."""
+    tokens = (
+        pl.DataFrame({"text": texts.cast(pl.String).fill_null("")})
+        .with_row_index("doc")
+        .select(
+            "doc",
+            pl.col("text").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN).alias("tok"),
+        )
+        .explode("tok")
+        .drop_nulls("tok")
+    )
+    grams = [tokens.select(pl.col("tok").alias("gram"))]
+    for n in range(2, ngram_max + 1):
+        parts = [pl.col("tok").shift(-i).over("doc") for i in range(n)]
+        grams.append(
+            tokens.select(pl.concat_str(parts, separator=" ").alias("gram")).drop_nulls("gram")
+        )
+    return pl.concat(grams).group_by("gram").len(name="count")
+
+
+def _background_counts(
+    terms: Sequence[str], totals: pl.DataFrame, heldout_counts: pl.DataFrame
+) -> np.ndarray:
+    """Counts of ``terms`` in the pair's posts everywhere, less this pool's held-out half."""
+    frame = (
+        pl.DataFrame({"gram": list(terms)}, schema={"gram": pl.String})
+        .join(totals, on="gram", how="left")
+        .join(heldout_counts.rename({"count": "heldout"}), on="gram", how="left")
+        .select((pl.col("count").fill_null(0) - pl.col("heldout").fill_null(0)).alias("n"))
+    )
+    return frame["n"].to_numpy().astype(np.float64)
+
+
+def baseline_records(
+    topic_posts: pl.DataFrame,
+    threads: Mapping[str, str],
+    pairs: Sequence[tuple[str, str]],
+    topics: Sequence[str],
+    settings: FightingWordsSettings,
+    model_sizes: Mapping[tuple[str, str, str], int],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Fighting Words hypotheses of every (topic, pair, target), and a report: per pool the
+    discovery and held-out sizes and what was left out (counted, never silent).
+    ``model_sizes``: the median lexicon size of the model sets per (topic, a, b)."""
+    fw = settings.fighting_words
+    records: list[dict[str, Any]] = []
+    pools_report: list[dict[str, Any]] = []
+    skipped: Counter = Counter()
+    ngram_range = (1, fw.ngram_max)
+    for a, b in pairs:
+        pair_rows = topic_posts.filter(pl.col("demographic").is_in([a, b]))
+        totals = (
+            ngram_counts(pair_rows["text"], fw.ngram_max) if fw.prior == "informative" else None
+        )
+        for topic in topics:
+            rows = pair_rows.filter(pl.col("topic") == topic)
+            pools, _ = pools_of_topic(rows, topic, [(a, b)])
+            pool = pools[(a, b)]
+            scope = pool_scope(topic, a, b)
+            heldout = pool_halves(
+                pool.post_ids, threads, scope, settings.seed, settings.heldout_fraction
+            )
+            discovery = ~heldout
+            texts = np.asarray(pool.texts, dtype=object)
+            disc_a = texts[discovery & pool.is_a].tolist()
+            disc_b = texts[discovery & ~pool.is_a].tolist()
+            entry = {
+                "topic": topic,
+                "demographic_A": a,
+                "demographic_B": b,
+                "discovery_A": len(disc_a),
+                "discovery_B": len(disc_b),
+                "heldout": int(heldout.sum()),
+            }
+            pools_report.append(entry)
+            if not disc_a or not disc_b:
+                skipped["pool_without_discovery_posts_of_a_group"] += 2
+                continue
+            matrix, vocabulary = document_terms(disc_a + disc_b, ngram_range)
+            matrix, vocabulary = limit_vocabulary(
+                matrix, vocabulary, fw.min_df, fw.max_df, fw.max_features
+            )
+            if not vocabulary.terms:
+                skipped["no_ngram_within_the_document_frequency_bounds"] += 2
+                continue
+            counts_a = np.asarray(matrix[: len(disc_a)].sum(axis=0)).ravel()
+            counts_b = np.asarray(matrix[len(disc_a) :].sum(axis=0)).ravel()
+            if fw.prior == "uniform":
+                prior = np.full(len(vocabulary.terms), float(fw.uniform_prior))
+            else:
+                held = ngram_counts(
+                    pl.Series(texts[heldout].tolist(), dtype=pl.String), fw.ngram_max
+                )
+                prior = informative_prior(
+                    _background_counts(vocabulary.terms, totals, held), fw.prior_scale
+                )
+            z = z_scores(counts_a, counts_b, prior)
+            for target, sign in ((a, 1.0), (b, -1.0)):
+                size = min(
+                    settings.max_entries,
+                    fw.lexicon_size
+                    or model_sizes.get((topic, a, b), fw.lexicon_size_without_models),
+                )
+                signed = sign * z
+                order = sorted(
+                    (
+                        i
+                        for i in range(len(vocabulary.terms))
+                        if signed[i] >= fw.min_z and not only_stop_words(vocabulary.terms[i])
+                    ),
+                    key=lambda i: (-signed[i], vocabulary.terms[i]),
+                )[:size]
+                if not order:
+                    skipped["no_ngram_with_z_at_least_min_z"] += 1
+                    continue
+                records.append(
+                    {
+                        "id": f"{SOURCE}:{topic}:{a}:{b}:{target}",
+                        "topic": topic,
+                        "demographic_A": a,
+                        "demographic_B": b,
+                        "target": target,
+                        "lexicon": [vocabulary.terms[i] for i in order],
+                        "source": SOURCE,
+                        "note": "Fighting Words on the discovery half ("
+                        + ", ".join(f"{vocabulary.terms[i]} z={signed[i]:.1f}" for i in order[:5])
+                        + ")",
+                    }
+                )
+    report = {
+        "prior": fw.prior,
+        "heldout_fraction": settings.heldout_fraction,
+        "pools": pools_report,
+        "skipped": dict(sorted(skipped.items())),
+        "halves": {DISCOVERY: "Fighting Words reads these", HELDOUT: "the lift scores these"},
+    }
+    return records, report
+
+
+def model_lexicon_sizes(frames: Sequence[pl.DataFrame]) -> dict[tuple[str, str, str], int]:
+    """The median lexicon size (rounded half up, at least 1) of the model sets' hypotheses per
+    (topic, demographic_A, demographic_B)."""
+    if not frames:
+        return {}
+    rows = pl.concat(
+        [f.select("topic", "demographic_A", "demographic_B", "lexicon") for f in frames]
+    )
+    sizes = rows.group_by("topic", "demographic_A", "demographic_B").agg(
+        pl.col("lexicon").list.len().median().alias("size")
+    )
+    return {(t, a, b): max(1, int(np.floor(size + 0.5))) for t, a, b, size in sizes.iter_rows()}
+
+
+def read_threads(posts_path: str | None, post_ids: pl.Series) -> dict[str, str]:
+    """post id -> thread (``conversation_id``) of the given posts from the merged posts table;
+    empty without one (each post is its own thread)."""
+    if not posts_path:
+        return {}
+    frame = (
+        pl.scan_parquet(posts_path)
+        .select(pl.col("post_id").cast(pl.String), pl.col("conversation_id").cast(pl.String))
+        .filter(pl.col("post_id").is_in(post_ids.cast(pl.String).unique().implode()))
+        .drop_nulls()
+        .collect()
+    )
+    return dict(zip(frame["post_id"].to_list(), frame["conversation_id"].to_list(), strict=True))
