@@ -434,12 +434,16 @@ def hypotheses_set_files(kind):
 
 def hypotheses_model_set_files():
     """The model sets (theories, LLM generator): the counting baseline takes their lexicon sizes."""
-    return [f"{HYPOTHESES_DIR}/sets/{name}.parquet" for name in hypothesis_model_sets(config)]
+    return [
+        f"{HYPOTHESES_DIR}/sets/{name}.parquet"
+        for name in hypothesis_model_sets(config)
+    ]
 
 
 def hypotheses_threads_input():
     """The merged posts table, whose conversation_id are the threads of the held-out split; none
-    with release_data.path (the released posts carry no thread: each post is its own)."""
+    with release_data.path (the released posts carry no thread: each post is its own).
+    """
     return [] if RELEASE_DATA["path"] else posts_files()
 
 

@@ -128,7 +128,7 @@ def comparison_plot(comparison: pl.DataFrame, path: str | Path, report_k: float)
     y_err = np.abs(
         np.vstack([y - both["counting_heldout_lift_low"], both["counting_heldout_lift_high"] - y])
     )
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig, ax = plt.subplots(figsize=(6.5, 5))
     colours = np.where(both["winner"].to_numpy() == "counting", "tab:red", "tab:blue")
     ax.errorbar(
         x,
