@@ -21,10 +21,9 @@ import numpy as np
 import polars as pl
 
 from splits.hypotheses.fighting_words import (
-    document_terms,
     informative_prior,
-    limit_vocabulary,
-    only_stop_words,
+    side_counts,
+    top_indices,
     z_scores,
 )
 from splits.hypotheses.heldout import DISCOVERY, HELDOUT, split_halves
@@ -136,15 +135,12 @@ def baseline_records(
             if not disc_a or not disc_b:
                 skipped["pool_without_discovery_posts_of_a_group"] += 2
                 continue
-            matrix, vocabulary = document_terms(disc_a + disc_b, ngram_range)
-            matrix, vocabulary = limit_vocabulary(
-                matrix, vocabulary, fw.min_df, fw.max_df, fw.max_features
+            vocabulary, counts_a, counts_b = side_counts(
+                disc_a, disc_b, ngram_range, fw.min_df, fw.max_df, fw.max_features
             )
             if not vocabulary.terms:
                 skipped["no_ngram_within_the_document_frequency_bounds"] += 2
                 continue
-            counts_a = np.asarray(matrix[: len(disc_a)].sum(axis=0)).ravel()
-            counts_b = np.asarray(matrix[len(disc_a) :].sum(axis=0)).ravel()
             if fw.prior == "uniform":
                 prior = np.full(len(vocabulary.terms), float(fw.uniform_prior))
             else:
@@ -162,14 +158,7 @@ def baseline_records(
                     or model_sizes.get((topic, a, b), fw.lexicon_size_without_models),
                 )
                 signed = sign * z
-                order = sorted(
-                    (
-                        i
-                        for i in range(len(vocabulary.terms))
-                        if signed[i] >= fw.min_z and not only_stop_words(vocabulary.terms[i])
-                    ),
-                    key=lambda i: (-signed[i], vocabulary.terms[i]),
-                )[:size]
+                order = top_indices(vocabulary.terms, signed, size, fw.min_z, skip_stop_words=True)
                 if not order:
                     skipped["no_ngram_with_z_at_least_min_z"] += 1
                     continue

@@ -155,16 +155,44 @@ class FightingWordsResult:
         """The ``size`` n-grams most typical of ``side`` ("a": largest z, "b": smallest), with
         |z| at least ``min_abs_z``; ties by n-gram."""
         sign = 1.0 if side == "a" else -1.0
-        signed = sign * self.z
-        order = sorted(
-            (i for i in range(len(self.terms)) if signed[i] > 0 and signed[i] >= min_abs_z),
-            key=lambda i: (-signed[i], self.terms[i]),
-        )
-        return [self.terms[i] for i in order[:size]]
+        return [self.terms[i] for i in top_indices(self.terms, sign * self.z, size, min_abs_z)]
+
+
+def top_indices(
+    terms: Sequence[str], signed_z: np.ndarray, size: int, min_z: float, skip_stop_words=False
+) -> list[int]:
+    """Positions of the ``size`` n-grams of largest positive ``signed_z`` (z towards one side),
+    at least ``min_z``, largest first, ties by n-gram; n-grams made only of stop words left out
+    with ``skip_stop_words``."""
+    chosen = (
+        i
+        for i in range(len(terms))
+        if signed_z[i] > 0
+        and signed_z[i] >= min_z
+        and not (skip_stop_words and only_stop_words(terms[i]))
+    )
+    return sorted(chosen, key=lambda i: (-signed_z[i], terms[i]))[:size]
 
 
 def only_stop_words(term: str) -> bool:
     return all(token in STOP_WORDS for token in term.split(" "))
+
+
+def side_counts(
+    texts_a: Sequence[str],
+    texts_b: Sequence[str],
+    ngram_range: tuple[int, int],
+    min_df: int,
+    max_df: float,
+    max_features: int | None,
+    tokenizer: Callable[[str], list[str]] = words,
+) -> tuple[Vocabulary, np.ndarray, np.ndarray]:
+    """The vocabulary of both groups' texts (within the bounds) and each group's counts."""
+    matrix, vocabulary = document_terms(list(texts_a) + list(texts_b), ngram_range, tokenizer)
+    matrix, vocabulary = limit_vocabulary(matrix, vocabulary, min_df, max_df, max_features)
+    counts_a = np.asarray(matrix[: len(texts_a)].sum(axis=0)).ravel()
+    counts_b = np.asarray(matrix[len(texts_a) :].sum(axis=0)).ravel()
+    return vocabulary, counts_a, counts_b
 
 
 def fighting_words(
@@ -186,10 +214,9 @@ def fighting_words(
         raise ConfigError(f"hypotheses.fighting_words.prior: {prior!r} is none of {PRIORS}")
     if not texts_a or not texts_b:
         raise ConfigError("fighting words: each group needs at least one text")
-    matrix, vocabulary = document_terms(list(texts_a) + list(texts_b), ngram_range, tokenizer)
-    matrix, vocabulary = limit_vocabulary(matrix, vocabulary, min_df, max_df, max_features)
-    counts_a = np.asarray(matrix[: len(texts_a)].sum(axis=0)).ravel()
-    counts_b = np.asarray(matrix[len(texts_a) :].sum(axis=0)).ravel()
+    vocabulary, counts_a, counts_b = side_counts(
+        texts_a, texts_b, ngram_range, min_df, max_df, max_features, tokenizer
+    )
     if prior == "uniform":
         pseudo = np.full(len(vocabulary.terms), float(uniform_prior))
     else:

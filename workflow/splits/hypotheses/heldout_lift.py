@@ -10,12 +10,11 @@ half less the seen posts. The ranking is the project's (the whole held-out pool,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 
 import numpy as np
 
-from splits.hypotheses.lexicon import Hypothesis
 from splits.hypotheses.retrieval import Pool, PoolIndex, depth, list_length
 
 
@@ -61,7 +60,3 @@ def heldout_counts(
         if 1 <= n <= len(docs):
             counts.append((float(fraction), n, int(labels[n - 1]), total, length))
     return counts, docs, ranking.n_matching
-
-
-def seen_posts(hypotheses: Iterable[Hypothesis], seen: Mapping[str, Iterable[str]]) -> dict:
-    return {h.hypothesis_id: frozenset(seen.get(h.hypothesis_id, ())) for h in hypotheses}
