@@ -12,7 +12,10 @@ instead, as the 2026 release does. Every index stores positions (phrase queries 
 RESULT: per query the ranked external ids, Lucene's raw float scores (``IndexSearcher`` with
 ``BM25Similarity(k1, b)`` sorted as Anserini sorts: score, then id), and the ids and scores of
 pyserini's ``LuceneSearcher.search`` (the displayed ``hit.score``); ``num_docs``; ``terms``: the
-analyzer's tokens of each document (hgf only, for checking the analyzer).
+analyzer's tokens of each document (hgf only, for checking the analyzer); with ``"index_order":
+true``, ``index_ids``: the external ids in the index's internal document order, read from each
+document's raw JSON as the release's padding reads them (``searcher.doc(docnum)`` for docnum in
+``range(searcher.num_docs)``).
 """
 
 from __future__ import annotations
@@ -110,6 +113,10 @@ def search(index: str, request: dict) -> dict:
                 "scores": [float(h.score) for h in hits],
             }
         )
+    if request.get("index_order"):
+        out["index_ids"] = [
+            json.loads(searcher.doc(docnum).raw())["id"] for docnum in range(searcher.num_docs)
+        ]
     if request.get("tokenizer"):
         out["terms"] = {}
         for doc in request["docs"][: int(request.get("analyze_docs", 0))]:

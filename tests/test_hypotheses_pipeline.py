@@ -60,8 +60,11 @@ def config(default_run) -> dict:
 def test_table_columns_and_sources(table):
     assert table.columns[: len(ISSUE_COLUMNS)] == ISSUE_COLUMNS
     assert table.columns[len(ISSUE_COLUMNS) :] == [
+        "precision",
         "null_band_low",
         "null_band_high",
+        "null_band_low_hits",
+        "null_band_high_hits",
         "matching_posts",
         "identity_words_covered",
         "heldout_n",

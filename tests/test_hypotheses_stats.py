@@ -44,6 +44,9 @@ def test_hand_computed_example():
     # the upper 2.5% point 4 -> lifts (1/5)/0.5 and (4/5)/0.5
     assert out["null_band_low"][0] == pytest.approx(0.4)
     assert out["null_band_high"][0] == pytest.approx(1.6)
+    # the same band as counts of target posts among the 5 read, and the precision 5/5
+    assert (out["null_band_low_hits"][0], out["null_band_high_hits"][0]) == (1, 4)
+    assert out["precision"][0] == 1.0
 
 
 def test_depth_counts_leave_out_empty_depths():
@@ -77,6 +80,9 @@ def test_against_scipy_on_random_lists():
         assert out["p_value"][i] == pytest.approx(p, rel=1e-9, abs=1e-14)
         low = stats.hypergeom.ppf(ALPHA / 2, big_n[i], big_k[i], n[i])
         assert out["null_band_low"][i] == pytest.approx(low / n[i] / (big_k[i] / big_n[i]))
+        high = stats.hypergeom.isf(ALPHA / 2, big_n[i], big_k[i], n[i])
+        assert (out["null_band_low_hits"][i], out["null_band_high_hits"][i]) == (low, high)
+        assert out["precision"][i] == hits[i] / n[i]
         assert out["lift_low"][i] <= out["lift"][i] + 1e-12 <= out["lift_high"][i] + 2e-12
 
 

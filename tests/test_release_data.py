@@ -54,7 +54,9 @@ def release_copy(reference_dir, tmp_path_factory):
     }
     v2 = {**v1, "metric_percentile": rng.uniform(0, 100, size=600).round(2).tolist()}
     v3 = {
-        "id": [f"t1_{i:05d}" for i in range(600)],
+        # rows not in id order: the table keeps the released rows' order (release mode indexes
+        # a pool in it)
+        "id": [f"t1_{i:05d}" for i in np.random.default_rng(1).permutation(600)],
         "description": [topics[i % 4].topic for i in range(600)],
         "demographic": group,
         "content": texts,
@@ -98,6 +100,7 @@ def test_v3_topic_posts_from_saved_and_file_copies(release_copy, tmp_path):
     v3 = pd.DataFrame(copies[rd.V3])
     expected = v3[v3.demographic.isin(["black", "jewish"]) & v3.description.isin(wanted)]
     assert first.height == len(expected) > 50
+    assert first["post_id"].to_list() == expected.id.tolist()  # the released rows' order
     row = first.filter(pl.col("post_id") == expected.id.iloc[0]).row(0, named=True)
     source_row = expected.iloc[0]
     assert row["text"] == source_row.content and row["topic"] == source_row.description

@@ -110,11 +110,11 @@ class HypothesisEngine:
         rows = self._posts.filter(
             (pl.col("topic") == topic) & pl.col("demographic").is_in([a, b])
         ).collect()
-        pools, _ = pools_of_topic(rows, topic, [(a, b)])
+        retrieval = self.settings.retrieval
+        pools, _ = pools_of_topic(rows, topic, [(a, b)], row_order=retrieval.mode == RELEASE)
         pool = pools[(a, b)]
         if not pool.is_a.any() or pool.is_a.all():
             raise QueryError(f"{topic}: the pool of {a} and {b} lacks posts of one group")
-        retrieval = self.settings.retrieval
         if self._analyzer is None and not retrieval.is_default:
             self._analyzer = retrieval.make_analyzer()
         self._pools[key] = pool_index(pool, retrieval, self._analyzer)

@@ -19,6 +19,10 @@ n = floor(f N), x = target posts among the first n, lift = (x / n) / (K / N).
 - Null band (``null_band_low``, ``null_band_high``): what the 2026 release reports as a "95% CI":
   the alpha/2 and 1 - alpha/2 quantiles of X under the null, as lift values. It is the range lift
   takes when the lexicon is unrelated to the groups, not an interval for the lexicon's lift.
+  ``null_band_low_hits`` and ``null_band_high_hits`` are the same quantiles as counts of target
+  posts among the first n (the release's (L, U)): the lift values are L / n / (K / N) and
+  U / n / (K / N).
+- ``precision``: x / n, the release's precision@k; ``target_in_list`` is its K.
 """
 
 from __future__ import annotations
@@ -57,8 +61,11 @@ LIFT_COLUMNS = {
     "lift_low": pl.Float64,
     "lift_high": pl.Float64,
     "p_value": pl.Float64,
+    "precision": pl.Float64,
     "null_band_low": pl.Float64,
     "null_band_high": pl.Float64,
+    "null_band_low_hits": pl.Int64,
+    "null_band_high_hits": pl.Int64,
     "matching_posts": pl.Int64,
     "heldout_n": pl.Int64,
     "heldout_hits_at_n": pl.Int64,
@@ -109,16 +116,29 @@ def lift_interval(hits, n, target_in_list, list_size, alpha: float):
     return np.where(whole, 1.0, np.nan_to_num(low, nan=0.0)), np.where(whole, 1.0, high)
 
 
-def null_band(n, target_in_list, list_size, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """The release's acceptance band: hypergeometric alpha/2 and 1 - alpha/2 quantiles of X
-    under the null (``hypergeom.ppf`` and ``hypergeom.isf``), divided by n and by the base rate
-    K / N."""
+def null_band_hits(n, target_in_list, list_size, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The release's acceptance band as counts (its (L, U)): the hypergeometric alpha/2 and
+    1 - alpha/2 quantiles of X under the null (``hypergeom.ppf`` and ``hypergeom.isf``)."""
     n = np.asarray(n, dtype=np.int64)
     big_k = np.asarray(target_in_list, dtype=np.int64)
     big_n = np.asarray(list_size, dtype=np.int64)
-    low, high = hypergeom_quantiles(n, big_k, big_n, alpha / 2)
-    base = big_k / big_n
-    return low / n / base, high / n / base
+    return hypergeom_quantiles(n, big_k, big_n, alpha / 2)
+
+
+def band_lift(hits, n, target_in_list, list_size) -> np.ndarray:
+    """A count of target posts among the first n as lift: hits / n / (K / N)."""
+    base = np.asarray(target_in_list) / np.asarray(list_size)
+    return np.asarray(hits) / np.asarray(n) / base
+
+
+def null_band(n, target_in_list, list_size, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """The release's acceptance band (``null_band_hits``) as lift values: divided by n and by
+    the base rate K / N."""
+    low, high = null_band_hits(n, target_in_list, list_size, alpha)
+    return (
+        band_lift(low, n, target_in_list, list_size),
+        band_lift(high, n, target_in_list, list_size),
+    )
 
 
 #: the quantile window: mean +- (15 sd + 40) of the matching binomial; by Bernstein's inequality
@@ -176,14 +196,17 @@ def lift_statistics(hits, n, target_in_list, list_size, alpha: float) -> dict[st
     big_n = np.asarray(list_size, dtype=np.int64)
     lift = (hits / n) / (big_k / big_n)
     low, high = lift_interval(hits, n, big_k, big_n, alpha)
-    band_low, band_high = null_band(n, big_k, big_n, alpha)
+    band_low, band_high = null_band_hits(n, big_k, big_n, alpha)
     return {
         "lift": lift,
         "lift_low": low,
         "lift_high": high,
         "p_value": hypergeom_p(hits, n, big_k, big_n),
-        "null_band_low": band_low,
-        "null_band_high": band_high,
+        "precision": hits / n,
+        "null_band_low": band_lift(band_low, n, big_k, big_n),
+        "null_band_high": band_lift(band_high, n, big_k, big_n),
+        "null_band_low_hits": band_low,
+        "null_band_high_hits": band_high,
     }
 
 
@@ -409,7 +432,9 @@ def evaluate_set(
             .collect()
         )
         pairs = sorted((a, b) for t, a, b in by_pool if t == topic)
-        pools, in_both = pools_of_topic(rows, topic, pairs)
+        pools, in_both = pools_of_topic(
+            rows, topic, pairs, row_order=settings.retrieval.mode == RELEASE
+        )
         for pair in pairs:
             todo = by_pool[(topic, *pair)]
             pool = pools[pair]

@@ -3,8 +3,11 @@
 ``hypotheses.retrieval.mode: release`` replaces the project's ranked list by the release's:
 
 - one index per (topic, pair): the topic posts of the two groups (posts listed under both are
-  left out, as in the project's pools), in post-id order (the index order, which fixes the
-  padding); a post without a token is not indexed (Anserini skips empty documents);
+  left out, as in the project's pools) in the order their rows come in the topic posts table
+  (``pools_of_topic`` with ``row_order``), as the release indexed its rows filtered to the topic
+  and the pair; the authors' data keeps the released rows' order (``splits.release_data``). That
+  order is the index order, which decides which posts pad the list. A post without a token is
+  not indexed (Anserini skips empty documents);
 - the query ``"kw1" OR "kw2" ...`` of the lexicon's entries as given (order and repeats kept:
   Lucene merges a repeated entry into one clause with a boost), each entry a phrase of the
   analyzer's tokens (``words``, or WordPiece from ``bert-base-uncased``'s vocab.txt as the
@@ -13,9 +16,11 @@
   posts match, padding up to ``doc_count`` with the unretrieved posts in index order shuffled
   by ``random.Random(int(md5(query).hexdigest(), 16) % 2**32)``;
 - over that list of N posts (N = doc_count, or the pool when it is smaller): n = int(N k),
-  x = target posts among the first n, K = target posts in the list; lift = (x / n) / (K / N);
-  p = ``hypergeom.sf(x - 1, N, K, n)``; the band (what the release calls the 95% CI of lift) =
-  ``hypergeom.ppf`` / ``isf`` at alpha / 2 over n, divided by K / N.
+  x = target posts among the first n, K = target posts in the list; precision = x / n;
+  lift = (x / n) / (K / N); p = ``hypergeom.sf(x - 1, N, K, n)``; the band (what the release
+  calls the 95% CI of lift): (L, U) = ``hypergeom.ppf`` / ``isf`` at alpha / 2 as counts
+  (``null_band_low_hits``, ``null_band_high_hits``), and as lift L / n / (K / N), U / n / (K / N)
+  (``null_band_low``, ``null_band_high``).
 
 Where the release returns lift 0 and p 0 (K = 0 or n = 0) the row's lift, p and band are
 undefined (null), not 0: a p of 0 would read as significant. The project's real confidence

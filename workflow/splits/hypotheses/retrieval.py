@@ -88,16 +88,25 @@ class Pool:
 
 
 def pools_of_topic(
-    topic_rows: pl.DataFrame, topic: str, pairs: Sequence[tuple[str, str]]
+    topic_rows: pl.DataFrame,
+    topic: str,
+    pairs: Sequence[tuple[str, str]],
+    row_order: bool = False,
 ) -> tuple[dict[tuple[str, str], Pool], dict[tuple[str, str], int]]:
     """The pools of ``pairs`` from one topic's rows of the topic posts table (post_id, text,
-    demographic), and per pair the number of posts left out because both groups list them."""
+    demographic), and per pair the number of posts left out because both groups list them.
+
+    A pool's posts are in post-id order, or with ``row_order`` in the order of ``topic_rows``
+    (release mode: the release indexes a pool's rows in the order they come, and its padding
+    shuffles the unretrieved posts in that order)."""
     pools: dict[tuple[str, str], Pool] = {}
     in_both: dict[tuple[str, str], int] = {}
     for a, b in pairs:
         rows = topic_rows.filter(pl.col("demographic").is_in([a, b]))
         shared = rows.group_by("post_id").len().filter(pl.col("len") > 1).get_column("post_id")
-        rows = rows.filter(~pl.col("post_id").is_in(shared.implode())).sort("post_id")
+        rows = rows.filter(~pl.col("post_id").is_in(shared.implode()))
+        if not row_order:
+            rows = rows.sort("post_id")
         in_both[(a, b)] = shared.len()
         pools[(a, b)] = Pool(
             topic=topic,

@@ -1,8 +1,9 @@
 """The run's hypotheses table, the two-stage filter and the report plots.
 
 ``lift.parquet``: one row per hypothesis x k fraction, the columns of ``TABLE_COLUMNS`` (the
-issue's list first, then the release's null band, the number of posts matching the lexicon and
-the identity words the lexicon covers, then the held-out columns and the redundancy marks).
+issue's list first, then the release's precision@k and null band, as lift and as counts of target
+posts, the number of posts matching the lexicon and the identity words the lexicon covers, then
+the held-out columns and the redundancy marks).
 ``q_value`` is the Benjamini-Hochberg adjustment of ``p_value`` over every row of the run (all
 hypotheses of all sets, all k), ``heldout_q_value`` the same of ``heldout_p_value``: the lift on
 the pool's held-out half without the posts the hypothesis's source saw
@@ -52,8 +53,11 @@ TABLE_COLUMNS = [
     "p_value",
     "q_value",
     "triviality",
+    "precision",
     "null_band_low",
     "null_band_high",
+    "null_band_low_hits",
+    "null_band_high_hits",
     "matching_posts",
     "identity_words_covered",
     "heldout_n",

@@ -16,7 +16,8 @@ Configs and fields (the release's DETAILS.md):
   the release's own retrieval score; ``norm_score`` (the project's fraction of the largest
   reachable BM25 score) cannot be computed from it and is null; ``rank`` is the post's rank by
   that score within (demographic, topic), ties by post id; ``category`` comes from the topic
-  list when it names the topic (else null).
+  list when it names the topic (else null). The rows keep the released rows' order (the order
+  in which release mode indexes a pool: ``splits.hypotheses.release``).
 
 Usernames are hashed on the way in (HMAC-SHA256 with the salt of ``export.salt_env``, as the
 export hashes authors), so no raw username reaches a file. Rows are read in batches from a local
@@ -213,14 +214,19 @@ def topic_posts(
         sink.discard()
         raise
     sink.close(pl.DataFrame(schema=TOPIC_POSTS_SCHEMA))
+    # the rows stay in the released order (release mode indexes a (topic, pair) pool in it, as
+    # the release built its indexes); the rank is computed in score order and carried back
     (
         pl.scan_parquet(tmp)
+        .with_row_index("_row")
         .sort(["demographic", "topic", "score", "post_id"], descending=[False, False, True, False])
         .with_columns(
             pl.int_range(1, pl.len() + 1, dtype=pl.Int64)
             .over(["demographic", "topic"])
             .alias("rank")
         )
+        .sort("_row")
+        .drop("_row")
         .sink_parquet(out)
     )
     tmp.unlink()
