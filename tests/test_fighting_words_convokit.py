@@ -296,3 +296,24 @@ def test_pipeline_set_reads_the_token_settings(tmp_path):
         lexicons[name] = frame["lexicon"][0].to_list()
     assert lexicons["convokit"][0] == "zo_rk"
     assert "zo_rk" not in lexicons["words"] and "zo rk" in lexicons["words"]
+
+
+def test_convokit_cleaning_without_clean_text_is_a_config_error(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "cleantext", None)  # as if not installed
+    section = schema_defaults(FightingWordsSection, text_cleaning="convokit")
+    with pytest.raises(ConfigError, match="text_cleaning: convokit needs the clean-text"):
+        section.tokenizer()
+
+
+def test_command_missing_files_are_one_line(posts_table, tmp_path, capsys):
+    base = ["fighting-words", "--group-a", "black", "--group-b", "jewish"]
+    base += ["--out", str(tmp_path / "t.csv")]
+    for extra, message in (
+        (["--posts", str(tmp_path / "none.parquet")], "posts table"),
+        (["--posts", str(posts_table), "--background", str(tmp_path / "no.parquet")], "background"),
+        (["--posts", str(posts_table), "--config", str(tmp_path / "no.yaml")], "config file"),
+    ):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err and "does not exist" in err, err
+    assert not (tmp_path / "t.csv").exists()

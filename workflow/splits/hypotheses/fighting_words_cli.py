@@ -168,13 +168,18 @@ def group_texts(args: argparse.Namespace) -> tuple[list[str], list[str], list[st
 def run(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in FORMATS:
         raise InputError(f"--out {args.out}: write .csv or .parquet")
+    for what, path in (("posts table", args.posts), ("background", args.background)):
+        if path is not None and not path.is_file():
+            raise InputError(f"{what} {path} does not exist")
     section = section_from_files(args.config or [])
     texts_a, texts_b, background, in_both = group_texts(args)
-    if args.background is not None and section.prior == "informative":
+    if args.background is not None:
         table = pl.scan_parquet(args.background)
         _require_columns(table, args.background, [args.text_column])
         column = pl.col(args.text_column).cast(pl.String).fill_null("")
         background = table.select(column).collect()[args.text_column].to_list()
+        if section.prior != "informative":
+            log.info("--background: not read by the %s prior", section.prior)
     result = fighting_words_scores(texts_a, texts_b, section, background)
     frame = fighting_words_table(result)
     if args.out.suffix.lower() == ".csv":
