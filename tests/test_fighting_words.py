@@ -113,11 +113,17 @@ def test_z_scores_follow_the_papers_formula():
 def test_vocabulary_limit_keeps_the_most_frequent_ties_alphabetically():
     texts = ["b a c", "a b", "c d", "d e", "e a"]  # counts: a 3, b 2, c 2, d 2, e 2
     matrix, vocabulary = document_terms(texts, (1, 1))
-    _, kept = limit_vocabulary(matrix, vocabulary, min_df=1, max_df=1.0, max_features=3)
+    _, kept = limit_vocabulary(
+        matrix, vocabulary, min_df=1, max_df=1.0, max_features=3, ties="alphabetical"
+    )
     assert kept.terms == ("a", "b", "c")  # b, c, d, e tie at 2: the first two alphabetically
-    _, kept = limit_vocabulary(matrix, vocabulary, min_df=3, max_df=1.0, max_features=None)
+    _, kept = limit_vocabulary(
+        matrix, vocabulary, min_df=3, max_df=1.0, max_features=None, ties="alphabetical"
+    )
     assert kept.terms == ("a",)
-    _, kept = limit_vocabulary(matrix, vocabulary, min_df=1, max_df=0.5, max_features=None)
+    _, kept = limit_vocabulary(
+        matrix, vocabulary, min_df=1, max_df=0.5, max_features=None, ties="alphabetical"
+    )
     assert kept.terms == ("b", "c", "d", "e")  # a is in 3 of 5 documents
 
 

@@ -91,6 +91,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.hypotheses.cli",
         "hypothesis validation: lexicon sets, lift@k by BM25 retrieval, triviality, the filter",
     ),
+    "fighting-words": (
+        "splits.hypotheses.fighting_words_cli",
+        "the Fighting Words z-score table (n-gram, counts, prior, z) of two groups of a posts table",
+    ),
     "sandbox": (
         "splits.sandbox.cli",
         "local web page: a lexicon's lift@k and retrieved posts, the run's hypotheses table",

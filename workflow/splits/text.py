@@ -13,6 +13,8 @@
 - ``content_terms``: the terms the builtin lexical TM and CM compare: ``words`` that are not stop
   words, have two characters or more and are not numbers, plus adjacent pairs of them within a
   stretch of text without punctuation.
+- ``compile_token_pattern``: a scikit-learn style token pattern (Fighting Words'
+  ``token_pattern``), checked: a regular expression with at most one group.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import re
 from collections.abc import Iterable
 
 import polars as pl
+
+from splits.errors import ConfigError
 
 WORD_PATTERN = r"[^\W_]+"  # Python: letters (L*) and numbers (N*), i.e. \w without "_"
 POLARS_WORD_PATTERN = r"[\p{L}\p{N}]+"  # the same class for polars' (Rust) regex engine
@@ -94,3 +98,20 @@ def content_terms(text: str, bigrams: bool = True) -> list[str]:
 def query_tokens(keywords: Iterable[str]) -> list[str]:
     """The query of a topic: the tokens of every keyword phrase, in order, with repetition."""
     return [token for phrase in keywords for token in content_words(phrase)]
+
+
+def compile_token_pattern(token_pattern: str) -> re.Pattern:
+    """The pattern compiled; ConfigError when it is not a regular expression or captures more
+    than one group (scikit-learn takes a single group's text as the token)."""
+    try:
+        pattern = re.compile(token_pattern)
+    except re.error as err:
+        raise ConfigError(
+            f"hypotheses.fighting_words.token_pattern: not a regular expression ({err})"
+        ) from None
+    if pattern.groups > 1:
+        raise ConfigError(
+            "hypotheses.fighting_words.token_pattern: more than one group (at most one: its "
+            "text is the token)"
+        )
+    return pattern

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from splits.hypotheses.fighting_words import (
 from splits.hypotheses.heldout import DISCOVERY, HELDOUT, split_halves
 from splits.hypotheses.retrieval import pools_of_topic
 from splits.hypotheses.settings import FightingWordsSettings
-from splits.text import POLARS_WORD_PATTERN
+from splits.text import POLARS_WORD_PATTERN, words
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +55,18 @@ def pool_halves(
     return (split_halves(frame, seed, fraction, scope)["half"] == HELDOUT).to_numpy()
 
 
-def ngram_counts(texts: pl.Series, ngram_max: int) -> pl.DataFrame:
-    """(gram, count) of the word n-grams (1..``ngram_max``) of ``texts``, tokens as
-    ``splits.text.words`` cuts them, joined by a space; polars does the counting."""
-    tokens = (
-        pl.DataFrame({"text": texts.cast(pl.String).fill_null("")})
-        .with_row_index("doc")
-        .select(
-            "doc",
-            pl.col("text").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN).alias("tok"),
-        )
-        .explode("tok")
-        .drop_nulls("tok")
-    )
+def ngram_counts(
+    texts: pl.Series, ngram_max: int, tokenizer: Callable[[str], list[str]]
+) -> pl.DataFrame:
+    """(gram, count) of the n-grams (1..``ngram_max``) of ``texts``, tokens as ``tokenizer`` cuts
+    them, joined by a space; polars does the counting (and the cutting, for
+    ``splits.text.words``)."""
+    frame = pl.DataFrame({"text": texts.cast(pl.String).fill_null("")}).with_row_index("doc")
+    if tokenizer is words:
+        cut = pl.col("text").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
+    else:  # ConvoKit's cleaning or a token pattern: Python's regex engine, as the scoring's
+        cut = pl.col("text").map_elements(tokenizer, return_dtype=pl.List(pl.String))
+    tokens = frame.select("doc", cut.alias("tok")).explode("tok").drop_nulls("tok")
     grams = [tokens.select(pl.col("tok").alias("gram"))]
     for n in range(2, ngram_max + 1):
         parts = [pl.col("tok").shift(-i).over("doc") for i in range(n)]
@@ -105,11 +104,13 @@ def baseline_records(
     records: list[dict[str, Any]] = []
     pools_report: list[dict[str, Any]] = []
     skipped: Counter = Counter()
-    ngram_range = (1, fw.ngram_max)
+    tokenizer = fw.tokenizer()
     for a, b in pairs:
         pair_rows = topic_posts.filter(pl.col("demographic").is_in([a, b]))
         totals = (
-            ngram_counts(pair_rows["text"], fw.ngram_max) if fw.prior == "informative" else None
+            ngram_counts(pair_rows["text"], fw.ngram_max, tokenizer)
+            if fw.prior == "informative"
+            else None
         )
         for topic in topics:
             rows = pair_rows.filter(pl.col("topic") == topic)
@@ -135,9 +136,7 @@ def baseline_records(
             if not disc_a or not disc_b:
                 skipped["pool_without_discovery_posts_of_a_group"] += 2
                 continue
-            vocabulary, counts_a, counts_b = side_counts(
-                disc_a, disc_b, ngram_range, fw.min_df, fw.max_df, fw.max_features
-            )
+            vocabulary, counts_a, counts_b = side_counts(disc_a, disc_b, fw, tokenizer)
             if not vocabulary.terms:
                 skipped["no_ngram_within_the_document_frequency_bounds"] += 2
                 continue
@@ -145,7 +144,7 @@ def baseline_records(
                 prior = np.full(len(vocabulary.terms), float(fw.uniform_prior))
             else:
                 held = ngram_counts(
-                    pl.Series(texts[heldout].tolist(), dtype=pl.String), fw.ngram_max
+                    pl.Series(texts[heldout].tolist(), dtype=pl.String), fw.ngram_max, tokenizer
                 )
                 prior = informative_prior(
                     _background_counts(vocabulary.terms, totals, held), fw.prior_scale

@@ -94,17 +94,20 @@ class GenerateSettings(_Bounded):
 
 @dataclass(frozen=True)
 class FightingWordsSection:
-    """``hypotheses.fighting_words``: the counting baseline's prior, vocabulary and lexicons
-    (``enabled`` is read where the run's sets are listed)."""
+    """``hypotheses.fighting_words``: the counting baseline's prior, tokens, vocabulary and
+    lexicons (``enabled`` is read where the run's sets are listed)."""
 
     SECTION: ClassVar[str] = "hypotheses.fighting_words"
     prior: str
     uniform_prior: float
     prior_scale: float | None
+    text_cleaning: str
+    token_pattern: str | None
     ngram_max: int
     min_df: int
     max_df: float
     max_features: int | None
+    max_features_ties: str
     min_z: float
     lexicon_size: int | None
     lexicon_size_without_models: int
@@ -125,6 +128,27 @@ class FightingWordsSection:
             raise ConfigError("hypotheses.fighting_words.min_df: must be at least 1")
         if not 0 < self.max_df <= 1:
             raise ConfigError("hypotheses.fighting_words.max_df: must be in (0, 1]")
+        if self.text_cleaning not in ("none", "convokit"):
+            raise ConfigError(
+                f"hypotheses.fighting_words.text_cleaning: unknown value {self.text_cleaning!r} "
+                "(none or convokit)"
+            )
+        if self.max_features_ties not in ("alphabetical", "scikit-learn"):
+            raise ConfigError(
+                "hypotheses.fighting_words.max_features_ties: unknown value "
+                f"{self.max_features_ties!r} (alphabetical or scikit-learn)"
+            )
+        if self.token_pattern is not None:
+            from splits.text import compile_token_pattern
+
+            compile_token_pattern(self.token_pattern)
+
+    def tokenizer(self):
+        """The tokens Fighting Words counts: ``splits.text.words``, or ConvoKit's cleaning and
+        a token pattern (``splits.hypotheses.fighting_words.Tokenizer``)."""
+        from splits.hypotheses.fighting_words import make_tokenizer
+
+        return make_tokenizer(self.text_cleaning, self.token_pattern)
 
 
 def _check_heldout_fraction(fraction: float) -> None:
