@@ -18,6 +18,7 @@ from snakemake.utils import update_config
 
 from splits.config.definitions import PATH_NAME, load_demographics, load_topics
 from splits.config.schema import coerce_to_schema, load_schema, read_config_file, validate_config
+from splits.config.yamlfile import expanded_size
 from splits.errors import ConfigError
 from splits.pipeline.checks import (
     check_evaluation,
@@ -25,6 +26,7 @@ from splits.pipeline.checks import (
     check_prompt_templates,
     validate_probes,
 )
+from splits.pipeline.names import check_names
 from splits.pipeline.targets import PROBE_REFERENCE_FILES, evaluation_models
 from splits.privacy import require_salt_for_real_data
 
@@ -55,6 +57,7 @@ def workflow_config(
     the schema's defaults fill every key they leave out. ``jobs_own_software``: the jobs get
     environments of their own (``--use-conda``), so the model backends' packages are theirs to
     have, not this Python's (:func:`jobs_bring_software`)."""
+    check_config_size(config)  # Snakemake read the --configfile files and --config values
     if not configfiles:
         merged = read_config_file(default)
         update_config(merged, config)  # the --config values over the default file
@@ -67,6 +70,16 @@ def workflow_config(
     return config
 
 
+def check_config_size(config: dict) -> None:
+    """Every config key's value is of bounded size once its YAML aliases are expanded
+    (splits.config.yamlfile), checked before anything walks it; the error names the key."""
+    for key, value in config.items():
+        parts = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, part in parts:
+            expanded_size(part, f"{key}.{sub}" if sub is not None else str(key))
+    expanded_size(config, "config")
+
+
 def jobs_bring_software(workflow) -> bool:
     """True when Snakemake deploys the jobs' software itself (``--use-conda``)."""
     from snakemake.settings.types import DeploymentMethod
@@ -77,6 +90,7 @@ def jobs_bring_software(workflow) -> bool:
 
 def check_config(config: dict, check_packages: bool = True) -> None:
     """Every check across keys and files of a schema-valid config."""
+    check_names(config)
     load_demographics(config["demographics"]["file"])
     load_topics(config["topics"]["file"])
     check_ingest(config)
