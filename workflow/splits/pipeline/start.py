@@ -26,6 +26,7 @@ from splits.pipeline.checks import (
     check_prompt_templates,
     validate_probes,
 )
+from splits.pipeline.model_files import check_model_files
 from splits.pipeline.names import check_names
 from splits.pipeline.targets import PROBE_REFERENCE_FILES, evaluation_models
 from splits.privacy import require_salt_for_real_data
@@ -106,6 +107,7 @@ def check_config(config: dict, check_packages: bool = True) -> None:
     require_salt_for_real_data(config)  # no public development salt on real data
     if check_packages:
         check_extras(config)
+    check_model_files(_used_models(config), config)  # before any job waits on the hub
 
 
 def _used_models(config: dict) -> list[tuple[str, str, str]]:
@@ -129,6 +131,14 @@ def _used_models(config: dict) -> list[tuple[str, str, str]]:
         # an encoder outside the registry is a Hugging Face id or path (transformers)
         backend = models[encoder]["backend"] if encoder in models else "transformers"
         out.append(("hypotheses.encoder", encoder, backend))
+        llms = [("hypotheses.generate.models", name) for name in hypotheses["generate"]["models"]]
+        theories_need_model = any(
+            models.get(entry["tm"], {}).get("backend") != "builtin"
+            for entry in hypotheses["theories"]
+        )
+        if theories_need_model and hypotheses["theory_model"]:
+            llms.append(("hypotheses.theory_model", hypotheses["theory_model"]))
+        out += [(key, name, models[name]["backend"]) for key, name in llms if name in models]
     return out
 
 
