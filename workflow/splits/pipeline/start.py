@@ -171,6 +171,26 @@ def check_ingest(config: dict) -> None:
     for path in inputs:
         if not Path(path).exists():
             raise ConfigError(f"ingest.inputs: input {path} does not exist")
+        unreadable = unreadable_input(Path(path))
+        if unreadable:
+            # found here, not by Snakemake, whose own error blames the .snakemake folder
+            raise ConfigError(
+                f"ingest.inputs: cannot read {unreadable}: make it readable for this user "
+                "(chmod a+r) or drop it from ingest.inputs"
+            )
+
+
+def unreadable_input(path: Path) -> str | None:
+    """The file of input ``path`` (a file, or a ConvoKit folder's files) that cannot be opened
+    for reading, with the reason; None when all can."""
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            with open(file, "rb"):
+                pass
+    except OSError as err:
+        return f"{err.filename or path} ({err.strerror or type(err).__name__})"
+    return None
 
 
 def _registered(key: str, name: str | None, models: dict) -> None:
