@@ -4,7 +4,7 @@ A name that goes into a path (an experiment, a model of the evaluation, a hypoth
 set, a GRASP input, an empathy variant; demographic keys are checked where the demographics
 file is read) holds only :data:`SAFE_NAME` characters, so that no ``..``, ``/`` or shell text
 can place a job's output outside the outdir, and no regex character leaks into a wildcard
-constraint. The outdir holds only :data:`OUTDIR_PATTERN` characters: braces would be read by
+constraint. The outdir holds no brace (nor control character): braces would be read by
 Snakemake as wildcards in every path. Braces in the name of a file the config points at
 (``ingest.inputs`` included) are refused too: Snakemake has no escape for them in a job's
 input, so such a file is renamed or linked under another name.
@@ -18,8 +18,11 @@ from typing import Any
 from splits.config.definitions import SAFE_NAME, SAFE_NAME_CHARACTERS
 from splits.errors import ConfigError
 
-OUTDIR_PATTERN = r"[A-Za-z0-9_.+/@=,~-]+"
-OUTDIR_CHARACTERS = "letters, digits and _ . + / @ = , ~ -"
+#: an outdir may hold anything printable but braces: the rules quote every path in their shell
+#: commands (spaces, quotes, ; and $( ) are taken as they are), but braces are wildcards to
+#: Snakemake in every output path, with no escape
+OUTDIR_PATTERN = r"[^{}\x00-\x1f\x7f]+"
+OUTDIR_CHARACTERS = "any printable character but { }"
 
 #: config keys (their last part) whose string values name files or folders the run reads
 PATH_KEY = re.compile(
@@ -37,7 +40,7 @@ def check_name(key: str, name: Any) -> None:
 
 def check_outdir(outdir: str) -> None:
     if not re.fullmatch(OUTDIR_PATTERN, outdir):
-        raise ConfigError(f"outdir: {outdir!r} may hold only {OUTDIR_CHARACTERS}")
+        raise ConfigError(f"outdir: {outdir!r} may hold {OUTDIR_CHARACTERS}")
 
 
 def _path_values(value: Any, key: str) -> list[tuple[str, str]]:
