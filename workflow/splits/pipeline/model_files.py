@@ -24,8 +24,6 @@ from splits.errors import ConfigError
 CONNECT_TIMEOUT_S = 3.0
 #: the files of a repository that tell the cache holds it (a model's or a tokenizer's)
 CACHE_MARKERS = ("config.json", "tokenizer_config.json", "tokenizer.json")
-#: backends whose ``model`` (and ``tokenizer``) are loaded from a path or the hub
-HUB_BACKENDS = ("transformers", "vllm")
 _TRUE = {"1", "on", "yes", "true"}
 
 #: the builtin encoder a run without network can use (config/config.yaml's ngram-encoder)
@@ -92,19 +90,20 @@ def model_sources(
     used: Iterable[tuple[str, str, str]], models: dict
 ) -> list[tuple[str, str, str | None, str]]:
     """(config key, source, revision, the key that names the source) of every model or tokenizer
-    a hub backend loads, from ``used`` = (key, name, backend) of the run's models (a name outside
-    the registry is a Hugging Face id or path, named by the key itself)."""
+    an engine loads from a path or the hub (its backend class's ``hub_files``), from ``used`` =
+    (key, name, backend) of the run's models; a name outside the registry (an encoder) is a
+    Hugging Face id or path, named by the key itself."""
+    from splits.llm.backends import BACKENDS, backend_class
+
     out = []
     for key, name, backend in used:
-        if backend not in HUB_BACKENDS and not (backend == "openai" and name in models):
+        if backend not in BACKENDS:
             continue
         spec = models.get(name, {"model": name})
-        sources = [] if backend == "openai" else [("model", spec.get("model", name))]
-        if spec.get("tokenizer"):  # openai models count prompt tokens with it
-            sources.append(("tokenizer", spec["tokenizer"]))
-        for what, source in sources:
-            setting = f"models.{name}.{what}" if name in models else key
-            out.append((key, str(source), spec.get("revision"), setting))
+        for what in backend_class(backend).hub_files:
+            if spec.get(what):
+                setting = f"models.{name}.{what}" if name in models else key
+                out.append((key, str(spec[what]), spec.get("revision"), setting))
     return out
 
 
