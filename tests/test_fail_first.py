@@ -25,7 +25,11 @@ from splits.config.schema import read_config_file, validate_config
 from splits.config.yamlfile import MAX_DEPTH, MAX_FILE_BYTES, expanded_size, parse_yaml, read_yaml
 from splits.errors import ConfigError
 from splits.hypotheses.lexicon import read_records
-from splits.pipeline.model_files import check_model_files, hub_unreachable_reason
+from splits.pipeline.model_files import (
+    check_model_files,
+    hub_environment_for_jobs,
+    hub_unreachable_reason,
+)
 from splits.pipeline.names import check_names
 from splits.pipeline.start import _used_models, unreadable_input
 from splits.privacy import MIN_SALT_CHARACTERS, require_salt_for_real_data
@@ -214,6 +218,27 @@ def test_hub_reachability_is_one_connection_with_a_deadline(monkeypatch):
     started = time.perf_counter()
     assert "no-such-host.invalid:443" in (hub_unreachable_reason(timeout=2.0) or "")
     assert time.perf_counter() - started < 2.5
+
+
+def test_jobs_read_the_cache_without_the_hub_when_it_cannot_be_reached(
+    repo_root, monkeypatch, tmp_path
+):
+    """Hub models (in the cache: the start check passed) and a hub that does not answer: the
+    Snakefile gives the jobs HF_HUB_OFFLINE, so that no job waits on connection timeouts."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    config = validate_config(_default_config(repo_root))
+    config["hypotheses"]["encoder"] = "org/encoder"  # a hub id
+    used = _used_models(config)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        assert hub_environment_for_jobs(used, config) == {}  # the hub answers
+    assert hub_environment_for_jobs(used, config) == {"HF_HUB_OFFLINE": "1"}
+    config["hypotheses"]["encoder"] = str(tmp_path)  # a local folder: nothing from the hub
+    assert hub_environment_for_jobs(_used_models(config), config) == {}
 
 
 # --------------------------------------------------------------------------- names and keys

@@ -140,3 +140,20 @@ def check_model_files(used: Iterable[tuple[str, str, str]], config: dict) -> Non
         f"({reason}): download it first (huggingface-cli download {source}, with the run's "
         f"HF_HOME), point {setting} at a local folder, {fix}"
     )
+
+
+def hub_environment_for_jobs(used: Iterable[tuple[str, str, str]], config: dict) -> dict[str, str]:
+    """``{"HF_HUB_OFFLINE": "1"}`` when the run's models include hub ids (all in the cache, or
+    the start check would have stopped) and the hub cannot be reached: the jobs then read the
+    cache without asking the hub first, so that none waits on connection timeouts; else
+    nothing (the hub is reachable, or forbidden already, or no model comes from it)."""
+    if hub_offline_reason() is not None:
+        return {}
+    hub_ids = [
+        source
+        for _, source, _, _ in model_sources(used, config["models"])
+        if not Path(source).expanduser().exists()
+    ]
+    if not hub_ids or hub_unreachable_reason() is None:
+        return {}
+    return {"HF_HUB_OFFLINE": "1"}

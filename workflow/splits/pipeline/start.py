@@ -71,6 +71,14 @@ def workflow_config(
     return config
 
 
+def hub_environment(config: dict) -> dict[str, str]:
+    """The environment the jobs need to read hub models from the cache alone
+    (splits.pipeline.model_files.hub_environment_for_jobs); the Snakefile sets it."""
+    from splits.pipeline.model_files import hub_environment_for_jobs
+
+    return hub_environment_for_jobs(_used_models(config), config)
+
+
 def check_config_size(config: dict) -> None:
     """Every config key's value is of bounded size once its YAML aliases are expanded
     (splits.config.yamlfile), checked before anything walks it; the error names the key."""
