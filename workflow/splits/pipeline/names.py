@@ -29,6 +29,8 @@ PATH_KEY = re.compile(
     r"(^|_)(file|files|dir|path|prompt|prompts|dataset|vocab|theories|ratings|raters|words|"
     r"function|inputs)$"
 )
+#: keys PATH_KEY matches whose values are not files (rating values, a policy)
+NOT_PATH_KEYS = {"missing_ratings", "overlong_prompts"}
 
 
 def check_name(key: str, name: Any) -> None:
@@ -52,6 +54,8 @@ def _path_values(value: Any, key: str) -> list[tuple[str, str]]:
             for found in _path_values(child, f"{key}.{name}" if key else str(name))
         ]
     leaf = key.rsplit(".", 1)[-1]
+    if leaf.split("[")[0] in NOT_PATH_KEYS:
+        return []
     if isinstance(value, list):
         return [
             found
