@@ -10,6 +10,7 @@ import os
 from snakemake.utils import min_version
 from splits.privacy import config_salt_environment
 from splits.pipeline.start import (
+    hub_environment,
     jobs_bring_software,
     stop_on_config_error,
     workflow_config,
@@ -29,6 +30,9 @@ with stop_on_config_error():
 # a config export.salt reaches the jobs through the environment variable export.salt_env when
 # that is unset (never through params, logs or command lines)
 os.environ.update(config_salt_environment(config["export"], os.environ))
+# hub models found only in the cache, the hub unreachable: the jobs read the cache without
+# waiting on the hub (HF_HUB_OFFLINE)
+os.environ.update(hub_environment(config))
 
 
 report: "workflow/report/workflow.rst"

@@ -105,10 +105,13 @@ def test_default_run_writes_under_results(work):
 
 def test_schema_defaults_fill_a_short_configfile(work, tmp_path):
     path = tmp_path / "short.yaml"
-    # the probes' default model is the builtin stand-in, which the registry must list
+    # the probes' default model is the builtin stand-in, which the registry must list; the
+    # default encoder (bert-base-uncased) is a download, so this offline run names the builtin one
     path.write_text(
         "outdir: results/short\nsampling: {k: 8}\n"
-        "models: {probe-scripted: {backend: builtin, kind: probe-scripted}}\n"
+        "models: {probe-scripted: {backend: builtin, kind: probe-scripted},\n"
+        "  ngram-encoder: {backend: builtin, kind: hashed-ngrams}}\n"
+        "hypotheses: {encoder: ngram-encoder}\n"
     )
     proc = _dry(work, "--configfile", str(path))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -165,7 +168,7 @@ def test_shipped_default_config_passes(repo_root, monkeypatch):
             lambda c: c["evaluation"]["experiments"].update(
                 {"bad name": c["evaluation"]["experiments"]["sample"]}
             ),
-            "evaluation.experiments.bad name: name must match",
+            "evaluation.experiments.bad name: name 'bad name' goes into file paths",
         ),
         (
             lambda c: c["evaluation"]["tm_prompts"].update({"nope": "x.txt"}),
@@ -254,7 +257,9 @@ def test_disabled_probes_need_no_probe_model(repo_root, monkeypatch, work, tmp_p
     assert "probe_stress" not in proc.stdout
 
 
-def test_missing_backend_extras_stop_at_start_naming_the_pip_extra(repo_root, monkeypatch):
+def test_missing_backend_extras_stop_at_start_naming_the_pip_extra(
+    repo_root, monkeypatch, tmp_path
+):
     """A chosen encoder or model whose backend's packages are missing stops at start, naming the
     key, the model, the modules and the extra (sys.modules[name] = None: not importable)."""
     monkeypatch.chdir(repo_root)
@@ -281,6 +286,7 @@ def test_missing_backend_extras_stop_at_start_naming_the_pip_extra(repo_root, mo
     # with --use-conda the jobs' environments bring the packages: nothing to check here
     config = validate_config(yaml.safe_load((repo_root / "config" / "config.yaml").read_text()))
     local_tm(config)
+    config["models"]["local"]["model"] = str(tmp_path)  # a local folder: no hub needed
     check_config(config, check_packages=False)
 
 

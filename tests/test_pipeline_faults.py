@@ -71,7 +71,7 @@ def test_empty_input_stops_at_merge_with_one_line_naming_it(tmp_path):
     empty = tmp_path / "RC_2019-01.ndjson"
     empty.write_bytes(b"")
     work = _workdir(tmp_path, {"synth": {"enabled": False}, "ingest": {"inputs": [str(empty)]}})
-    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt"})  # real inputs need a salt
+    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt-of-16-chars"})  # real inputs need a salt
     assert proc.returncode != 0
     line = _error_line(work, "logs/merge_posts/merge_posts.log", "splits merge-posts:")
     assert "input error: no posts after ingest" in line and str(empty) in line
@@ -150,7 +150,7 @@ def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
     work = _workdir(
         tmp_path, overrides, {"config/cornell.yaml": yaml.safe_dump(CORNELL_DEMOGRAPHICS)}
     )
-    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt"})  # real inputs need a salt
+    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt-of-16-chars"})  # real inputs need a salt
     assert proc.returncode != 0
     summary = json.loads((work / "results" / "graph" / "summary.json").read_text())
     assert summary["subreddits_kept"] == 1
@@ -170,7 +170,7 @@ def test_one_subreddit_corpus_ends_in_clear_messages(tmp_path):
     config = yaml.safe_load(cfg.read_text())
     update_config(config, overrides)
     cfg.write_text(yaml.safe_dump(config))
-    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt"})
+    proc = _snakemake(work, env={"SPLITS_SALT": "test-salt-of-16-chars"})
     assert proc.returncode != 0
     thresholds = json.loads((work / "results" / "demographics" / "thresholds.json").read_text())
     for key in ("student", "alumni"):

@@ -2,6 +2,7 @@
 # started (splits.pipeline.start); the lists of paths and arguments come from splits.pipeline.targets.
 
 import json
+import re
 from pathlib import Path
 
 from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, PATH_NAME
@@ -108,7 +109,7 @@ TOPIC_POSTS = (
 
 
 wildcard_constraints:
-    demographic="|".join(DEMOGRAPHIC_KEYS),
+    demographic="|".join(re.escape(key) for key in DEMOGRAPHIC_KEYS),
     shard=r"[A-Za-z0-9_.\-]+",
 
 

@@ -15,6 +15,8 @@ from splits.errors import ConfigError
 
 DEVELOPMENT_SALT = "splits-development-salt-not-secret"
 HASH_HEX_DIGITS = 16
+#: the shortest salt a run on real inputs accepts
+MIN_SALT_CHARACTERS = 16
 
 
 def resolve_salt(salt_env: str) -> tuple[str, bool]:
@@ -81,19 +83,31 @@ POST_ID_COLUMNS = {
 
 def require_salt_for_real_data(config: dict) -> None:
     """With real inputs (``synth.enabled`` false) the run needs a secret salt: the public
-    development salt would let anyone recompute the author hashes of known usernames. Raises
-    ``ConfigError`` (one line naming the variable) before any job when neither the variable
-    ``export.salt_env`` nor ``export.salt`` is set."""
+    development salt would let anyone recompute the author hashes of known usernames, and so
+    would a short one (a dictionary of salts). Raises ``ConfigError`` (one line naming the
+    variable or key, never the salt) before any job when neither the variable
+    ``export.salt_env`` nor ``export.salt`` is set, or when the salt the jobs will use (the
+    variable's, else the key's) is shorter than MIN_SALT_CHARACTERS or only whitespace."""
     if config["synth"]["enabled"]:
         return
     env = config["export"]["salt_env"]
-    if os.environ.get(env) or config["export"].get("salt"):
-        return
-    raise ConfigError(
-        f"export.salt_env: ${env} is not set, and real inputs (synth.enabled: false) need a secret "
-        f"salt to hash usernames (the public development salt is reversible by dictionary): "
-        f"export {env}=$(openssl rand -hex 32), keep it private and the same across runs"
-    )
+    from_env = os.environ.get(env, "")
+    salt = from_env or config["export"].get("salt") or ""
+    fix = f"export {env}=$(openssl rand -hex 32), keep it private and the same across runs"
+    if not salt:
+        raise ConfigError(
+            f"export.salt_env: ${env} is not set, and real inputs (synth.enabled: false) need a "
+            f"secret salt to hash usernames (the public development salt is reversible by "
+            f"dictionary): {fix}"
+        )
+    if len(salt) < MIN_SALT_CHARACTERS or not salt.strip():
+        where = f"export.salt_env: ${env}" if from_env else "export.salt"
+        what = "only whitespace" if not salt.strip() else f"{len(salt)} characters"
+        raise ConfigError(
+            f"{where}: the salt is too weak for real inputs ({what}; at least "
+            f"{MIN_SALT_CHARACTERS} characters, not all whitespace: a short salt is found by "
+            f"trying them all): {fix}"
+        )
 
 
 def hash_post_id(post_id: str, salt: str) -> str:

@@ -8,10 +8,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from splits.config.schema import require_file
+from splits.config.yamlfile import MAX_FILE_BYTES, bomb_error, read_yaml
 from splits.errors import ConfigError
+
+
+def _read_definitions(path: Path) -> Any:
+    """A definitions file (release JSON, or YAML read with bounds: splits.config.yamlfile)."""
+    if path.suffix != ".json":
+        return read_yaml(path)
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise bomb_error(str(path), f"larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot parse ({str(err).splitlines()[0]})") from err
+
 
 # --------------------------------------------------------------------------- demographics
 
@@ -41,6 +54,14 @@ class Demographic:
 
 
 def _demographic_from_mapping(key: str, entry: dict, where: str) -> Demographic:
+    if not isinstance(key, str) or not re.fullmatch(SAFE_NAME, key):
+        # the key names the demographic's folders and files and its wildcard value
+        raise ConfigError(
+            f"{where}: demographic key {key!r} goes into file paths and may hold only "
+            f"{SAFE_NAME_CHARACTERS}"
+        )
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}.{key}: expected a mapping of the demographic's fields")
     seeds = entry.get("seed_subreddits", entry.get("seed_set"))
     if not seeds:
         raise ConfigError(f"{where}.{key}.seed_subreddits: empty or missing")
@@ -70,8 +91,7 @@ def load_demographics(path: str | Path) -> list[Demographic]:
     """Read demographics from our YAML (``demographics: [{key: ...}]``) or the release JSON
     (``{key: {seed_set, self_id_phrases, anti_self_id_phrases}}``)."""
     path = require_file("demographics.file", path)
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh) if path.suffix == ".json" else yaml.safe_load(fh)
+    data = _read_definitions(path)
     if isinstance(data, dict) and "demographics" in data:
         entries = data["demographics"]
         if not isinstance(entries, list):
@@ -129,11 +149,7 @@ def load_topics(path: str | Path) -> list[Topic]:
     """Read topics from our YAML (``topics: [{category, topic, keywords}]``) or the release JSON
     (``{category: {topic: [keywords]}}``)."""
     path = require_file("topics.file", path)
-    with open(path, encoding="utf-8") as fh:
-        try:
-            data = json.load(fh) if path.suffix == ".json" else yaml.safe_load(fh)
-        except (json.JSONDecodeError, yaml.YAMLError) as err:
-            raise ConfigError(f"{path}: cannot parse ({str(err).splitlines()[0]})") from err
+    data = _read_definitions(path)
     topics: list[Topic] = []
     if isinstance(data, dict) and "topics" in data:
         for i, entry in enumerate(data["topics"] or []):
@@ -170,11 +186,7 @@ def load_group_sets(path: str | Path, key: str = "probes.empathy.group_sets_file
     """Read the empathy probe's group sets: ``{set: {group: [name, ...]}}``. Every set has at
     least two groups, every group at least one name, and a name appears once per set."""
     path = require_file(key, path)
-    with open(path, encoding="utf-8") as fh:
-        try:
-            data = yaml.safe_load(fh) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+    data = read_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of group sets")
     sets: dict[str, dict[str, list[str]]] = {}
@@ -203,6 +215,10 @@ def load_group_sets(path: str | Path, key: str = "probes.empathy.group_sets_file
 
 #: registry names that appear in the hypotheses stage's file paths
 PATH_NAME = r"[A-Za-z0-9_.\-]+"
+#: a name the config gives that goes into file paths (PATH_NAME, not starting with . or -: no
+#: ".." and nothing read as a command-line option)
+SAFE_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+SAFE_NAME_CHARACTERS = "letters, digits, _ . and - (not first: . -)"
 
 #: posts of each group in an evaluation row's sample set (sample_A or sample_B), besides the
 #: k/2 calibration posts

@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from splits.config.yamlfile import expanded_size, read_yaml
 from splits.errors import ConfigError
 
 # the files the package reads itself (package data, so that a non-editable install has them)
@@ -52,8 +53,7 @@ def load_schema(path: Path = SCHEMA_PATH) -> dict:
 
 @functools.cache
 def _parsed_schema(path: Path) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return read_yaml(path)
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -121,9 +121,10 @@ def _typed(value: str, types: list[str]) -> Any:
     if "string" in types:
         return None if "null" in types and value in _NULL_WORDS else value
     try:
-        parsed = yaml.safe_load(value)
+        parsed = yaml.load(value, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         return value
+    expanded_size(parsed, f"--config value {value[:40]!r}")  # an alias bomb on the command line
     return parsed if _fits(parsed, types) else value
 
 
@@ -158,11 +159,7 @@ def read_config_file(path: str | Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
-    with open(path, encoding="utf-8") as fh:
-        try:
-            config = yaml.safe_load(fh)
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+    config = read_yaml(path)
     if config is None:
         return {}
     if not isinstance(config, dict):

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import yaml
 
+from splits.config.yamlfile import parse_yaml
 from splits.errors import ConfigError
 from splits.text import words
 
@@ -296,10 +296,7 @@ def read_records(path: str | Path) -> tuple[list[Any], Counter]:
     text = path.read_text(encoding="utf-8")
     unreadable: Counter = Counter()
     if suffix in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+        data = parse_yaml(text, str(path))
         if isinstance(data, Mapping) and "hypotheses" in data:
             data = data["hypotheses"]
         if not isinstance(data, list):

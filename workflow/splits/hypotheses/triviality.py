@@ -35,10 +35,10 @@ from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
-import yaml
 from threadpoolctl import threadpool_limits
 
 from splits.config.definitions import load_demographics
+from splits.config.yamlfile import parse_yaml
 from splits.errors import ConfigError
 from splits.hypotheses.lexicon import entry_tokens
 from splits.llm.devices import pick_device
@@ -230,10 +230,13 @@ def load_identity_words(path: str | Path | None, demographics_file: str | Path) 
     if not path.is_file():
         raise ConfigError(f"hypotheses.identity_words: {path} does not exist")
     text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"hypotheses.identity_words: cannot parse {path} ({err})") from err
+    if path.suffix != ".json":
+        data = parse_yaml(text, f"hypotheses.identity_words: {path}")
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"hypotheses.identity_words: cannot parse {path} ({err})") from err
     if not isinstance(data, Mapping) or not all(
         isinstance(v, list) and all(isinstance(w, str) for w in v) for v in data.values()
     ):

@@ -14,6 +14,8 @@ A class declares (class attributes of :class:`splits.llm.base.Backend`):
 - ``payload_in_key``: it reads the request's payload, which is then part of its cache key;
 - ``requires`` / ``extra``: the Python modules its engine imports and the pip extra installing
   them (checked before any job runs);
+- ``hub_files``: the spec keys naming a model or tokenizer it loads from a path or the Hugging
+  Face hub (found before any job runs);
 - ``gpus(spec)``: the GPUs a job running it needs.
 
 ``builtin`` is a family of non-LLM kinds (``BUILTIN_KINDS`` and kinds registered at run time with

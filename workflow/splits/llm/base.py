@@ -57,6 +57,9 @@ class Backend(ABC):
     #: installs them: checked before any job runs (splits.pipeline.start.check_extras)
     requires: tuple[str, ...] = ()
     extra: str | None = None
+    #: spec keys naming what the engine loads from a local path or the Hugging Face hub (a
+    #: model, a tokenizer): found before any job runs (splits.pipeline.model_files)
+    hub_files: tuple[str, ...] = ()
     #: what the backend can do, asked through the backend table (splits.llm.backends): a
     #: language model reading a prompt template (its prompts counted against its context); one
     #: whose engine served mode serves; one that can classify (be a CM); one whose requests run

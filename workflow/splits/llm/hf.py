@@ -40,6 +40,7 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
 class TransformersBackend(Backend):
     requires = ("torch", "transformers")
     extra = "llm"
+    hub_files = ("model", "tokenizer")
     prompted = True
     servable = True
 

@@ -122,6 +122,7 @@ def auth_headers(name: str, spec: Mapping[str, Any]) -> dict[str, str]:
 
 class OpenAIBackend(Backend):
     prompted = True
+    hub_files = ("tokenizer",)  # a local tokenizer counts prompt tokens; the model is the server's
 
     def __init__(self, name: str, spec: Mapping[str, Any]):
         import httpx

@@ -79,6 +79,7 @@ def _import_vllm(name: str):
 class VLLMBackend(Backend):
     requires = ("vllm",)
     extra = "vllm"
+    hub_files = ("model", "tokenizer")
     prompted = True
     servable = True
 

@@ -18,6 +18,7 @@ from snakemake.utils import update_config
 
 from splits.config.definitions import PATH_NAME, load_demographics, load_topics
 from splits.config.schema import coerce_to_schema, load_schema, read_config_file, validate_config
+from splits.config.yamlfile import expanded_size
 from splits.errors import ConfigError
 from splits.pipeline.checks import (
     check_evaluation,
@@ -25,6 +26,8 @@ from splits.pipeline.checks import (
     check_prompt_templates,
     validate_probes,
 )
+from splits.pipeline.model_files import check_model_files
+from splits.pipeline.names import check_names
 from splits.pipeline.targets import PROBE_REFERENCE_FILES, evaluation_models
 from splits.privacy import require_salt_for_real_data
 
@@ -55,6 +58,7 @@ def workflow_config(
     the schema's defaults fill every key they leave out. ``jobs_own_software``: the jobs get
     environments of their own (``--use-conda``), so the model backends' packages are theirs to
     have, not this Python's (:func:`jobs_bring_software`)."""
+    check_config_size(config)  # Snakemake read the --configfile files and --config values
     if not configfiles:
         merged = read_config_file(default)
         update_config(merged, config)  # the --config values over the default file
@@ -67,6 +71,24 @@ def workflow_config(
     return config
 
 
+def hub_environment(config: dict) -> dict[str, str]:
+    """The environment the jobs need to read hub models from the cache alone
+    (splits.pipeline.model_files.hub_environment_for_jobs); the Snakefile sets it."""
+    from splits.pipeline.model_files import hub_environment_for_jobs
+
+    return hub_environment_for_jobs(_used_models(config), config)
+
+
+def check_config_size(config: dict) -> None:
+    """Every config key's value is of bounded size once its YAML aliases are expanded
+    (splits.config.yamlfile), checked before anything walks it; the error names the key."""
+    for key, value in config.items():
+        parts = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, part in parts:
+            expanded_size(part, f"{key}.{sub}" if sub is not None else str(key))
+    expanded_size(config, "config")
+
+
 def jobs_bring_software(workflow) -> bool:
     """True when Snakemake deploys the jobs' software itself (``--use-conda``)."""
     from snakemake.settings.types import DeploymentMethod
@@ -77,6 +99,7 @@ def jobs_bring_software(workflow) -> bool:
 
 def check_config(config: dict, check_packages: bool = True) -> None:
     """Every check across keys and files of a schema-valid config."""
+    check_names(config)
     load_demographics(config["demographics"]["file"])
     load_topics(config["topics"]["file"])
     check_ingest(config)
@@ -92,6 +115,7 @@ def check_config(config: dict, check_packages: bool = True) -> None:
     require_salt_for_real_data(config)  # no public development salt on real data
     if check_packages:
         check_extras(config)
+    check_model_files(_used_models(config), config)  # before any job waits on the hub
 
 
 def _used_models(config: dict) -> list[tuple[str, str, str]]:
@@ -115,6 +139,14 @@ def _used_models(config: dict) -> list[tuple[str, str, str]]:
         # an encoder outside the registry is a Hugging Face id or path (transformers)
         backend = models[encoder]["backend"] if encoder in models else "transformers"
         out.append(("hypotheses.encoder", encoder, backend))
+        llms = [("hypotheses.generate.models", name) for name in hypotheses["generate"]["models"]]
+        theories_need_model = any(
+            models.get(entry["tm"], {}).get("backend") != "builtin"
+            for entry in hypotheses["theories"]
+        )
+        if theories_need_model and hypotheses["theory_model"]:
+            llms.append(("hypotheses.theory_model", hypotheses["theory_model"]))
+        out += [(key, name, models[name]["backend"]) for key, name in llms if name in models]
     return out
 
 
@@ -147,6 +179,26 @@ def check_ingest(config: dict) -> None:
     for path in inputs:
         if not Path(path).exists():
             raise ConfigError(f"ingest.inputs: input {path} does not exist")
+        unreadable = unreadable_input(Path(path))
+        if unreadable:
+            # found here, not by Snakemake, whose own error blames the .snakemake folder
+            raise ConfigError(
+                f"ingest.inputs: cannot read {unreadable}: make it readable for this user "
+                "(chmod a+r) or drop it from ingest.inputs"
+            )
+
+
+def unreadable_input(path: Path) -> str | None:
+    """The file of input ``path`` (a file, or a ConvoKit folder's files) that cannot be opened
+    for reading, with the reason; None when all can."""
+    try:
+        files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            with open(file, "rb"):
+                pass
+    except OSError as err:
+        return f"{err.filename or path} ({err.strerror or type(err).__name__})"
+    return None
 
 
 def _registered(key: str, name: str | None, models: dict) -> None:
