@@ -44,6 +44,8 @@ def _keywords() -> dict[str, str]:
 
 #: keyword -> dotted config key
 KEYWORDS: dict[str, str] = _keywords()
+#: validated configs kept (one per distinct set of overrides)
+CACHED_CONFIGS = 64
 #: config keys holding a path, read relative to the run's folder (as Snakemake reads them)
 PATH_KEYS = ("demographics.file", "hypotheses.identity_words", "hypotheses.retrieval.vocab")
 
@@ -101,6 +103,8 @@ class Settings:
                     value = _get(config, key)
                     if value is not None and not Path(value).is_absolute():
                         _set(config, key, str(self.base / value))
+            if len(self._cache) >= CACHED_CONFIGS:  # bounded over a long session
+                self._cache.clear()
             self._cache[cache_key] = config
         return self._cache[cache_key]
 

@@ -145,6 +145,8 @@ class Pool:
         config's ``k_fractions``): the lift job's rows and columns (counts, lift, its interval,
         p, the null band, matching posts)."""
         if ks is not None:
+            if "k_fractions" in settings:
+                raise ConfigError("give ks or k_fractions, not both")
             settings["k_fractions"] = list(ks)
         entries = self.entries(lexicon, **settings)
         lift_settings = self.source.settings.read(LiftSettings, **settings)
@@ -372,4 +374,4 @@ def open_release(
         list(groups) if groups else release.demographics,
         list(topics) if topics else release.topics,
     )
-    return Source(pl.read_parquet(out), chosen, keep=folder)
+    return Source(out, chosen, keep=folder)  # read a topic at a time, as a run's table
