@@ -44,13 +44,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set",
         action="append",
-        default=[],
         metavar="NAME=VALUE",
         help="override a setting, the value read as YAML (e.g. list_size=2000, mode=release, "
         "k_fractions=[0.01,0.1])",
     )
     parser.add_argument("--top", type=int, default=TOP_POSTS, help="top posts shown")
-    parser.add_argument("--format", choices=("text", "csv", "json"), default="text")
+    parser.add_argument(
+        "--format",
+        choices=("text", "csv", "json"),
+        default="text",
+        help="text to read; csv (the lift rows) or json (everything) for scripts",
+    )
     parser.add_argument("lexicon", nargs="+", help='words and "quoted phrases"')
 
 
@@ -93,7 +97,7 @@ def score(args: argparse.Namespace) -> dict:
     """The lexicon's lift rows, triviality and top posts."""
     if args.top < 0:
         raise ConfigError("--top: must be 0 or more")
-    settings = overrides(args.set)
+    settings = overrides(args.set or [])
     source = open_source(args, settings)
     pool = source.pool(args.topic, args.target, args.other)
     entries = pool.entries(lexicon_text(args.lexicon))
@@ -147,14 +151,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_text(out, args, answer: dict, value: float | None, covered: list[str]) -> None:
-    lift, posts = answer["lift"], answer["posts"]
-    matching = lift["matching_posts"][0] if lift.height else 0
+    lift, posts, pool = answer["lift"], answer["posts"], answer["pool"]
     out.write(
         f"{args.topic}: {args.target} against {args.other}; lexicon: "
         f"{', '.join(answer['entries'])}\n"
     )
-    pool_size = answer["pool"].posts().height
-    out.write(f"matching posts: {matching} of {pool_size}\n\n")
+    if lift.height:
+        matching = f"matching posts: {lift['matching_posts'][0]}"
+    else:  # no row to read it from: count the list's matching posts
+        hits = pool.ranked(answer["entries"], padded=False).height
+        matching = f"matching posts in the ranked list: {hits}"
+    out.write(f"{matching} of {pool.posts().height}\n\n")
     with pl.Config(
         tbl_cols=-1,
         tbl_rows=-1,
@@ -165,7 +172,10 @@ def write_text(out, args, answer: dict, value: float | None, covered: list[str])
         if lift.height:
             out.write(f"lift@k\n{lift.drop(*HEADER_COLUMNS)}\n\n")
         else:
-            out.write("lift@k: no row (no target post in the ranked list at any k)\n\n")
+            out.write(
+                "lift@k: no row (the ranked list holds no target post, or every k reads no "
+                "post)\n\n"
+            )
         if value is not None:
             out.write(
                 f"triviality: {value:.4f} (identity words covered: "
