@@ -32,21 +32,28 @@ ALL_POSTS = "all"
 class Source:
     """Posts by topic and group, with the settings every call starts from. ``topics`` and
     ``groups`` list what a pool may name; ``hypotheses`` is the run's hypotheses table (None
-    outside a finished run or before its hypotheses stage)."""
+    outside a finished run or before its hypotheses stage), read when first asked for."""
 
     def __init__(
         self,
         topic_posts: str | Path | pl.DataFrame | pl.LazyFrame,
         settings: Settings,
-        hypotheses: pl.DataFrame | None = None,
+        hypotheses: Path | None = None,
         keep: Any = None,
     ):
         self.settings = settings
         self.engine = HypothesisEngine(topic_posts, settings.read(LiftSettings))
-        self.hypotheses = hypotheses
+        self._hypotheses_path = hypotheses
+        self._hypotheses: pl.DataFrame | None = None
         self._keep = keep  # a temporary folder the posts live in, removed with the source
         self._encoders: dict[str, Any] = {}
         self._identity: dict[tuple, dict] = {}
+
+    @property
+    def hypotheses(self) -> pl.DataFrame | None:
+        if self._hypotheses is None and self._hypotheses_path is not None:
+            self._hypotheses = pl.read_parquet(self._hypotheses_path)
+        return self._hypotheses
 
     @property
     def topics(self) -> list[str]:
@@ -313,9 +320,8 @@ def open_run(
     validated = chosen.config()
     results = path if holds_posts else workdir / validated["outdir"]
     topic_posts = _topic_posts_of(results, validated)
-    table_path = results / "hypotheses" / "lift.parquet"
-    table = pl.read_parquet(table_path) if table_path.is_file() else None
-    return Source(topic_posts, chosen, table)
+    table = results / "hypotheses" / "lift.parquet"
+    return Source(topic_posts, chosen, table if table.is_file() else None)
 
 
 def open_posts(
