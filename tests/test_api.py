@@ -158,6 +158,45 @@ def test_fighting_words_table_agrees_with_the_formula():
     assert table["z"].is_sorted(descending=True) and set(table["prior"]) == {0.1}
 
 
+def test_command_on_a_posts_table_with_settings(tmp_path, monkeypatch, capsys):
+    """``--posts`` with no config: the schema's settings and ``--set``; triviality missing (no
+    demographics file here) is a note, not a failure; a wrong ``--set`` is one line."""
+    path = tmp_path / "posts.parquet"
+    _posts(400).with_columns(topic=pl.lit("t")).write_parquet(path)
+    monkeypatch.chdir(tmp_path)
+    common = ["lexicon", "--posts", str(path), "--topic", "t", "--target", "a", "--other", "b"]
+    assert (
+        main(
+            [
+                *common,
+                "--format",
+                "json",
+                "--set",
+                "mode=release",
+                "--set",
+                "doc_count=50",
+                "goal",
+                "penalty kick",
+            ]
+        )
+        == 0
+    )
+    document = json.loads(capsys.readouterr().out)
+    expected = (
+        open_posts(path)
+        .pool("t", "a", "b")
+        .lift(["goal", "penalty kick"], "a", mode="release", doc_count=50)
+    )
+    assert document["lexicon"] == ["goal", "penalty kick"]
+    assert pl.DataFrame(document["lift"]).drop("lexicon").equals(expected.drop("lexicon"))
+    assert document["triviality"] is None
+    assert "demographics.file" in document["triviality_note"]
+    assert len(document["top_posts"]) == 10
+    assert main([*common, "--set", "list_sise=5", "goal"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--set list_sise=5: expected NAME=VALUE" in err[0]
+
+
 def test_open_release_reads_the_authors_data_as_the_stage_does(reference_dir, tmp_path):
     import datasets
 
