@@ -99,6 +99,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.sandbox.cli",
         "local web page: a lexicon's lift@k and retrieved posts, the run's hypotheses table",
     ),
+    "lexicon": (
+        "splits.api.cli",
+        "score one lexicon: lift@k, triviality and top posts of a run, a posts table or the "
+        "authors' data",
+    ),
     "probe": ("splits.probes.cli", "bias probes: stress, empathy, grasp, personalization"),
     "llm": ("splits.llm.cli", "run a batch of prompts through a registry model (debugging aid)"),
     "serve": (

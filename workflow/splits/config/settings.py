@@ -66,6 +66,20 @@ def settings_values(config: dict, cls: type) -> dict[str, Any]:
     return values
 
 
+def setting_keys(cls: type) -> dict[str, str]:
+    """The dotted config key of each field ``cls`` reads, by field name (a nested section's
+    fields by their own names): what a caller may override by keyword."""
+    keys: dict[str, str] = {}
+    for field in dataclasses.fields(cls):
+        nested = _nested(cls, field)
+        for name, key in (
+            setting_keys(nested) if nested else {field.name: _key(cls, field)}
+        ).items():
+            if keys.setdefault(name, key) != key:
+                raise ValueError(f"{cls.__name__}: {name} names both {keys[name]} and {key}")
+    return keys
+
+
 def settings_json(config: dict, cls: type) -> str:
     """The keys ``cls`` reads, as canonical JSON: the value a rule passes (and Snakemake compares
     between runs to decide what to re-run)."""

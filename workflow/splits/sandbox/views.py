@@ -194,7 +194,7 @@ def posts_html(answer: Answer | None, names: Mapping[str, str], show_groups: boo
             group = '<span class="sb-group sb-hidden">group hidden</span>'
         how = (
             f"score {row['score']:.2f}"
-            if row["matched"]
+            if not row["padding"]
             else "no entry matches (random order after the matching posts)"
         )
         items.append(
