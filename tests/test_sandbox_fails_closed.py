@@ -228,9 +228,7 @@ def test_a_cut_run_file_stops_the_sandbox_with_one_line_and_the_fix(run_copy, re
     assert f"snakemake --cores all --forcerun {rule}" in last
 
 
-def test_a_file_damaged_while_serving_is_one_line_in_the_page_and_the_log(
-    run_copy, capfd, caplog
-):
+def test_a_file_damaged_while_serving_is_one_line_in_the_page_and_the_log(run_copy, capfd, caplog):
     """Damage the topic posts after the sandbox has started (its footer intact, so only a query
     reading the topic's pages meets it): the query's answer is one line naming the file and the
     fix, the server log one line too."""

@@ -95,6 +95,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.sandbox.cli",
         "local web page: a lexicon's lift@k and retrieved posts, the run's hypotheses table",
     ),
+    "check": (
+        "splits.pipeline.runcheck",
+        "read every output of a finished run; name each damaged one and the command remaking it",
+    ),
     "probe": ("splits.probes.cli", "bias probes: stress, empathy, grasp, personalization"),
     "llm": ("splits.llm.cli", "run a batch of prompts through a registry model (debugging aid)"),
     "serve": (
