@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_snakemake
 
 #: damaged file -> the rule of the Snakefile that writes it
