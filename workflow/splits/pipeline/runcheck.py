@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 from base64 import urlsafe_b64decode
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,15 +196,22 @@ def _making_rule(path: str, records: dict[str, dict]) -> str | None:
     return records[path].get("rule") or None
 
 
-def _fix(path: str, rule: str | None, cores: str, missing: bool) -> str:
+def _fix(path: str, rule: str | None, snakemake: str, missing: bool) -> str:
+    """A missing file is made by naming it (Snakemake does not re-make a deleted intermediate
+    while the outputs made from it are current); a damaged one by re-running the rule that made
+    it and what was made from it, or, without a record, by forcing its own target."""
+    if missing:
+        return f"{snakemake} {shlex.quote(path)}"
     if rule:
-        return f"snakemake --cores {cores} --forcerun {rule}"
-    # no record: the target itself (a missing one is made by a plain run of it)
-    return f"snakemake --cores {cores} {'' if missing else '--force '}{path}"
+        return f"{snakemake} --forcerun {rule}"
+    return f"{snakemake} --force {shlex.quote(path)}"
 
 
-def check_run(rundir: Path, configfile: Path, cores: str = "all") -> tuple[int, list[Damage]]:
-    """(files read, damaged outputs) of the run in ``rundir``."""
+def check_run(
+    rundir: Path, configfile: Path, snakemake: str = "snakemake --cores all"
+) -> tuple[int, list[Damage]]:
+    """(files read, damaged outputs) of the run in ``rundir``; each damage's fix is a
+    ``snakemake`` command line (the command and its options, run in ``rundir``)."""
     records = read_records(rundir)
     outdir, targets = expected_outputs(rundir, configfile)
     if not (rundir / outdir).is_dir():
@@ -250,11 +258,13 @@ def check_run(rundir: Path, configfile: Path, cores: str = "all") -> tuple[int, 
         if _under(path, outdir) and path not in found and not (rundir / path).exists():
             found[path] = "missing"
 
-    damages = [
-        Damage(path, what, rule, _fix(path, rule, cores, what == "missing"))
-        for path, what in sorted(found.items())
-        for rule in [_making_rule(path, records)]
-    ]
+    damages = []
+    for path, what in sorted(found.items()):
+        rule = _making_rule(path, records)
+        missing = what == "missing"
+        if missing and rule:
+            what = f"missing (made by rule {rule})"
+        damages.append(Damage(path, what, rule, _fix(path, rule, snakemake, missing)))
     # a job stopped while writing: Snakemake refuses its outputs until they are re-run
     for output, record in sorted(records.items()):
         if record.get("incomplete") and _under(output, outdir) and output not in found:
@@ -263,7 +273,7 @@ def check_run(rundir: Path, configfile: Path, cores: str = "all") -> tuple[int, 
                     output,
                     "left incomplete by a job that was stopped",
                     record.get("rule"),
-                    f"snakemake --cores {cores} --rerun-incomplete",
+                    f"{snakemake} --rerun-incomplete",
                 )
             )
     return len(present), damages
@@ -298,16 +308,19 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{rundir / configfile}: no such file (give the run's config with --configfile)"
         )
-    read, damages = check_run(rundir, configfile, args.cores)
+    snakemake = f"snakemake --cores {shlex.quote(args.cores)}"
+    if args.configfile:  # the run's own config, or Snakemake would plan config/config.yaml's
+        snakemake += f" --configfile {shlex.quote(args.configfile)}"
+    read, damages = check_run(rundir, configfile, snakemake)
     here = Path.cwd().resolve() == rundir.resolve()
-    prefix = "" if here else f"cd {rundir} && "
+    prefix = "" if here else f"cd {shlex.quote(str(rundir))} && "
     for damage in damages:
         print(f"{damage.path}: {damage.what}; re-create it: {prefix}{damage.fix}")
     if not damages:
         print(f"splits check: {read} files of the run in {rundir} read; none is damaged")
         return 0
     rules = sorted({d.rule for d in damages if d.rule and "--forcerun" in d.fix})
-    all_fix = f" (all of them: {prefix}snakemake --cores {args.cores} --forcerun {' '.join(rules)})"
+    all_fix = f" (all of them: {prefix}{snakemake} --forcerun {' '.join(rules)})"
     print(
         f"splits check: {len(damages)} of the run's files damaged or missing"
         + (all_fix if len(rules) > 1 else "")
