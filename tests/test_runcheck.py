@@ -138,3 +138,19 @@ def test_bad_arguments_are_one_line(tmp_path, run_copy):
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip().splitlines()[-1].startswith("splits check: config error: ")
         assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_making_rule_of_an_absolute_path_is_found(tmp_path, monkeypatch):
+    """The sandbox may be given ``--results`` as an absolute path: Snakemake recorded the path
+    relative to the folder it ran in."""
+    from base64 import urlsafe_b64encode
+
+    from splits.filecheck import making_rule
+
+    monkeypatch.chdir(tmp_path)
+    name = "results/posts/posts.parquet"
+    meta = tmp_path / ".snakemake" / "metadata"
+    meta.mkdir(parents=True)
+    (meta / urlsafe_b64encode(name.encode()).decode()).write_text('{"rule": "merge_posts"}')
+    assert making_rule(tmp_path / name) == "merge_posts"
+    assert making_rule(tmp_path.parent / "elsewhere.parquet") is None

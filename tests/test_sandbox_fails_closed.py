@@ -253,3 +253,70 @@ def test_a_file_damaged_while_serving_is_one_line_in_the_page_and_the_log(run_co
     logged = [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")]
     assert len(logged) == 1 and logged[0].exc_info is None
     assert "topic_posts.parquet" in logged[0].getMessage()
+
+
+# --------------------------------------------------------------------------- malformed requests
+
+
+def _post(page: Page, path: str, body: bytes) -> httpx.Response:
+    return httpx.post(
+        f"{page.base}/{path}",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=120,
+    )
+
+
+def _join(fn_index, data, event_data=None) -> bytes:
+    body = {"data": data, "fn_index": fn_index, "session_hash": uuid.uuid4().hex[:12]}
+    return json.dumps({**body, "event_data": event_data, "trigger_id": None}).encode()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "line"),
+    [
+        ("queue/join", lambda p: _join(p.fn["ask"], ["goal", BIG]), 422, "brings 2 values"),
+        ("queue/join", lambda p: _join(p.fn["ask"], BIG), 422, "not a list"),
+        ("queue/join", lambda p: _join(10_000, ASK_DEFAULTS), 422, "names no event"),
+        ("queue/join", lambda p: _join("0", ASK_DEFAULTS), 422, "names no event"),
+        ("queue/join", lambda p: _join(p.fn["open_row"], [], BIG), 422, "event data"),
+        ("queue/join", lambda p: b"{" + BIG.encode(), 422, "not JSON"),
+        ("queue/join", lambda p: _join(p.fn["ask"], ["x" * (3 << 20)]), 413, "over"),
+        ("call/ask", lambda p: json.dumps({"data": ["goal", BIG]}).encode(), 422, "brings 2"),
+        ("call/ask", lambda p: json.dumps({"data": {"a": BIG}}).encode(), 422, "not a list"),
+        ("call/nothing", lambda p: json.dumps({"data": []}).encode(), 422, "names no event"),
+    ],
+    ids=[
+        "too-few",
+        "data-not-list",
+        "unknown-event",
+        "event-not-int",
+        "event-data-text",
+        "not-json",
+        "too-large",
+        "api-too-few",
+        "api-not-list",
+        "api-unknown",
+    ],
+)
+def test_a_malformed_request_is_one_short_line_and_no_traceback(
+    page, capfd, path, body, status, line
+):
+    """Before: Gradio answered these with a server traceback printing the values whole (too few
+    values), an HTTP 500 and a traceback (an unknown event) or the body quoted back."""
+    response = _post(page, path, body(page))
+    assert response.status_code == status, response.text[:300]
+    assert line in response.json()["detail"] and len(response.content) < 200
+    server = capfd.readouterr()
+    assert "Traceback" not in server.err + server.out
+    assert BIG[:100] not in server.err + server.out
+
+
+def test_the_api_still_answers_a_good_call(page, capfd):
+    response = _post(page, "call/ask", json.dumps({"data": ASK_DEFAULTS}).encode())
+    assert response.status_code == 200
+    event = response.json()["event_id"]
+    with httpx.stream("GET", f"{page.base}/call/ask/{event}", timeout=120) as stream:
+        text = "".join(stream.iter_text())
+    assert "event: complete" in text and "sb-lift-table" in text
+    assert "Traceback" not in capfd.readouterr().err

@@ -13,6 +13,7 @@ import logging
 
 from splits.filecheck import is_data_error, os_errno
 from splits.hypotheses.engine import QueryError
+from splits.sandbox.guard import request_guard
 from splits.sandbox.query import (
     MAX_SESSIONS,
     SESSION_TTL_S,
@@ -283,6 +284,9 @@ def launch(sandbox: Sandbox, host: str, port: int, block: bool = True):
             footer_links=[],
             theme=theme(gr),
             css=CSS,
+            # a request Gradio would answer with a traceback or the values quoted back is
+            # refused in one line before Gradio reads it (splits.sandbox.guard)
+            app_kwargs={"middleware": [request_guard(app)]},
         )
     except OSError as err:
         from splits.errors import ConfigError
