@@ -154,3 +154,20 @@ def test_the_making_rule_of_an_absolute_path_is_found(tmp_path, monkeypatch):
     (meta / urlsafe_b64encode(name.encode()).decode()).write_text('{"rule": "merge_posts"}')
     assert making_rule(tmp_path / name) == "merge_posts"
     assert making_rule(tmp_path.parent / "elsewhere.parquet") is None
+
+
+def test_an_output_marked_incomplete_is_named_with_rerun_incomplete(run_copy):
+    """Snakemake marks the outputs of a job while it runs and unmarks them when it ends: a mark
+    left by a killed job is named (Snakemake's own spelling of the path, base64 in
+    .snakemake/incomplete)."""
+    from base64 import urlsafe_b64encode
+
+    name = "results/hypotheses/lift.parquet"
+    marks = run_copy / ".snakemake" / "incomplete"
+    marks.mkdir(exist_ok=True)
+    (marks / urlsafe_b64encode(name.encode()).decode()).write_text('{"external_jobid": null}')
+    proc = _check(run_copy)
+    assert proc.returncode == 1
+    (line,) = proc.stdout.strip().splitlines()[:-1]
+    assert line.startswith(f"{name}: marked incomplete by Snakemake")
+    assert line.endswith("re-create it: snakemake --cores all --rerun-incomplete")

@@ -228,10 +228,11 @@ def test_a_cut_run_file_stops_the_sandbox_with_one_line_and_the_fix(run_copy, re
     assert f"snakemake --cores all --forcerun {rule}" in last
 
 
-def test_a_file_damaged_while_serving_is_one_line_in_the_page_and_the_log(run_copy, capfd, caplog):
+@pytest.mark.parametrize("damage", ["pages-corrupted", "removed"])
+def test_a_file_damaged_while_serving_is_one_line_in_the_page_and_the_log(run_copy, caplog, damage):
     """Damage the topic posts after the sandbox has started (its footer intact, so only a query
-    reading the topic's pages meets it): the query's answer is one line naming the file and the
-    fix, the server log one line too."""
+    reading the topic's pages meets it; or the file removed): the query's answer is one line
+    naming the file and the fix, the server log one line too, with no traceback."""
     from splits.sandbox.app import failure_message
     from splits.sandbox.query import Sandbox, Session
 
@@ -239,16 +240,21 @@ def test_a_file_damaged_while_serving_is_one_line_in_the_page_and_the_log(run_co
         patch.chdir(run_copy)
         sandbox = Sandbox.from_run("results", "config/config.yaml", "none")
         path = run_copy / "results/topics/topic_posts.parquet"
-        data = bytearray(path.read_bytes())
-        footer = int.from_bytes(data[-8:-4], "little") + 8
-        for i in range(4, len(data) - footer, 7):  # every page's bytes, footer kept
-            data[i] ^= 0xFF
-        path.write_bytes(bytes(data))
+        if damage == "removed":
+            path.unlink()
+        else:
+            data = bytearray(path.read_bytes())
+            footer = int.from_bytes(data[-8:-4], "little") + 8
+            for i in range(4, len(data) - footer, 7):  # every page's bytes, footer kept
+                data[i] ^= 0xFF
+            path.write_bytes(bytes(data))
         with pytest.raises(Exception) as err:
             sandbox.ask("goal", "Soccer", "black", "jewish", Session())
         caplog.clear()
         message = failure_message(sandbox, err.value)
+    assert message.count("<div") == 1 and "\n" not in message
     assert "results/topics/topic_posts.parquet" in message
+    assert ("missing" in message) == (damage == "removed")
     assert "snakemake --cores all --forcerun topic_splits" in message
     logged = [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")]
     assert len(logged) == 1 and logged[0].exc_info is None

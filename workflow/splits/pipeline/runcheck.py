@@ -14,7 +14,8 @@ outdir:
   change no rerun will see;
 - every file the run's default target needs (from the config, as the Snakefile lists them) and
   every input of a job whose output is still there: a missing one is named too;
-- Snakemake's record of a job stopped while it wrote its outputs (``incomplete``).
+- Snakemake's marks of outputs whose job was stopped while it wrote them
+  (``.snakemake/incomplete``).
 
 Which rule made a file comes from Snakemake's own record of the folder (``.snakemake/metadata``,
 the record the stage commands use to name a damaged input: :mod:`splits.filecheck`); a file with
@@ -61,26 +62,40 @@ class Damage:
 # --------------------------------------------------------------------------- Snakemake's records
 
 
-def read_records(rundir: Path) -> dict[str, dict]:
-    """Snakemake's metadata records of ``rundir``: output path (relative to ``rundir``) -> the
-    job's record (rule, input, input_checksums, starttime, incomplete). A record file's name is
-    the urlsafe base64 of the path, cut into folders named ``@<part>`` when it is long."""
-    root = rundir / ".snakemake" / "metadata"
-    records: dict[str, dict] = {}
+def _recorded(root: Path):
+    """(path, record file) of each record under ``root`` (``.snakemake/metadata`` or
+    ``.snakemake/incomplete``): a record file's name is the urlsafe base64 of the output's path
+    (relative to the run folder), cut into folders named ``@<part>`` when it is long."""
     if not root.is_dir():
-        return records
+        return
     for record in root.rglob("*"):
         if not record.is_file():
             continue
         encoded = "".join(part.removeprefix("@") for part in record.relative_to(root).parts)
         try:
-            path = urlsafe_b64decode(encoded).decode("utf-8")
+            yield os.path.normpath(urlsafe_b64decode(encoded).decode("utf-8")), record
+        except ValueError:
+            continue  # not a record (Snakemake's own marks, e.g. a migration under way)
+
+
+def read_records(rundir: Path) -> dict[str, dict]:
+    """Snakemake's metadata records of ``rundir``: output path -> the job's record (rule, input,
+    input_checksums, starttime)."""
+    records: dict[str, dict] = {}
+    for path, record in _recorded(rundir / ".snakemake" / "metadata"):
+        try:
             data = json.loads(record.read_text(encoding="utf-8"))
         except (ValueError, OSError):
-            continue  # not a record of this Snakemake (or one cut short): nothing to learn
+            continue  # a record cut short: nothing to learn from it
         if isinstance(data, dict):
-            records[os.path.normpath(path)] = data
+            records[path] = data
     return records
+
+
+def incomplete_outputs(rundir: Path) -> set[str]:
+    """The outputs Snakemake marked incomplete in ``rundir``: a job was stopped (or is still
+    running) while it wrote them."""
+    return {path for path, _ in _recorded(rundir / ".snakemake" / "incomplete")}
 
 
 def expected_outputs(rundir: Path, configfile: Path) -> tuple[str, list[str]]:
@@ -266,13 +281,13 @@ def check_run(
             what = f"missing (made by rule {rule})"
         damages.append(Damage(path, what, rule, _fix(path, rule, snakemake, missing)))
     # a job stopped while writing: Snakemake refuses its outputs until they are re-run
-    for output, record in sorted(records.items()):
-        if record.get("incomplete") and _under(output, outdir) and output not in found:
+    for output in sorted(incomplete_outputs(rundir)):
+        if _under(output, outdir) and output not in found:
             damages.append(
                 Damage(
                     output,
-                    "left incomplete by a job that was stopped",
-                    record.get("rule"),
+                    "marked incomplete by Snakemake (its job was stopped, or is running now)",
+                    _making_rule(output, records),
                     f"{snakemake} --rerun-incomplete",
                 )
             )
