@@ -236,8 +236,10 @@ def check_run(
         )
     found: dict[str, str] = {}
 
+    # paths as Snakemake records them: relative to the run folder, or absolute for an absolute
+    # outdir
     present = sorted(
-        os.path.normpath(p.relative_to(rundir))
+        os.path.normpath(p if Path(outdir).is_absolute() else p.relative_to(rundir))
         for p in (rundir / outdir).rglob("*")
         if p.is_file() and p.suffix not in SKIPPED_SUFFIXES
     )
@@ -247,6 +249,7 @@ def check_run(
             found[path] = what
 
     # files a job read whose bytes changed while their time did not (no rerun sees it)
+    digests: dict[str, str] = {}
     for output, record in records.items():
         if not (rundir / output).exists():
             continue  # a record of an output no longer there: its reads say nothing now
@@ -258,7 +261,9 @@ def check_run(
                 continue
             if file.stat().st_mtime > started or not str(checksum).startswith("sha256:"):
                 continue  # newer than the job: Snakemake re-runs the job itself
-            if _sha256(file) != checksum.removeprefix("sha256:"):
+            if read not in digests:
+                digests[read] = _sha256(file)
+            if digests[read] != checksum.removeprefix("sha256:"):
                 found[read] = (
                     f"changed after rule {record.get('rule')} read it (its bytes differ from "
                     "Snakemake's record and its time does not show it)"
