@@ -104,6 +104,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "score one lexicon: lift@k, triviality and top posts of a run, a posts table or the "
         "authors' data",
     ),
+    "check": (
+        "splits.pipeline.runcheck",
+        "read every output of a finished run; name each damaged one and the command remaking it",
+    ),
     "probe": ("splits.probes.cli", "bias probes: stress, empathy, grasp, personalization"),
     "llm": ("splits.llm.cli", "run a batch of prompts through a registry model (debugging aid)"),
     "serve": (

@@ -75,7 +75,14 @@ def input_files(args: Any) -> list[Path]:
 
 def making_rule(path: str | Path, state: Path = SNAKEMAKE_STATE) -> str | None:
     """The Snakemake rule that made ``path`` in this folder (Snakemake's metadata record), or
-    None where there is no record (a file the user gave, or another folder's)."""
+    None where there is no record (a file the user gave, or another folder's). An absolute path
+    is looked up relative to the current folder, as Snakemake recorded it."""
+    if Path(path).is_absolute() and not Path(state).is_absolute():
+        # Snakemake records the paths of the folder it ran in, relative to it
+        try:
+            path = Path(path).relative_to(Path.cwd())
+        except ValueError:
+            return None
     b64 = urlsafe_b64encode(os.path.normpath(str(path)).encode()).decode()
     try:
         max_len = os.pathconf(state / "metadata", "PC_NAME_MAX") or 255
@@ -165,19 +172,29 @@ def find_damaged(args: Any) -> InputError | None:
     """After a stage failed with a data error that names no file: read every input file whole
     (Parquet one row group at a time) and return the one-line error of the first damaged one,
     None when all read (the failure is then not a damaged file's)."""
+    for path in input_files(args):
+        found = damage_of(path)
+        if found is not None:
+            return found
+    return None
+
+
+def damage_of(path: str | Path) -> InputError | None:
+    """The one-line error of ``path`` read whole (:func:`check_file`, then a Parquet file one
+    row group at a time), None when it reads."""
     import pyarrow.parquet as pq
 
-    for path in input_files(args):
-        try:
-            check_file(path)
-            if path.name.lower().endswith(".parquet"):
-                parquet = pq.ParquetFile(path)
-                for group in range(parquet.num_row_groups):
-                    parquet.read_row_group(group)
-        except InputError as err:
-            return err
-        except Exception as err:  # noqa: BLE001 - any failure to read it is its damage
-            return damaged(path, f"damaged Parquet file ({_short(err)})")
+    path = Path(path)
+    try:
+        check_file(path)
+        if path.name.lower().endswith(".parquet"):
+            parquet = pq.ParquetFile(path)
+            for group in range(parquet.num_row_groups):
+                parquet.read_row_group(group)
+    except InputError as err:
+        return err
+    except Exception as err:  # noqa: BLE001 - any failure to read it is its damage
+        return damaged(path, f"damaged Parquet file ({_short(err)})")
     return None
 
 

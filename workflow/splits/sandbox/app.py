@@ -11,7 +11,9 @@ is logged with its traceback on the server and shown as one line too.
 # run time, from the handler's own scope
 import logging
 
+from splits.filecheck import is_data_error, os_errno
 from splits.hypotheses.engine import QueryError
+from splits.sandbox.guard import request_guard
 from splits.sandbox.query import (
     MAX_SESSIONS,
     SESSION_TTL_S,
@@ -21,6 +23,7 @@ from splits.sandbox.query import (
     Sandbox,
     Session,
 )
+from splits.sandbox.typed import message_text, sent_choice, sent_text
 from splits.sandbox.views import (
     CSS,
     answer_html,
@@ -50,11 +53,19 @@ def import_gradio():
     return gr
 
 
-def _failure(err: Exception) -> str:
+def failure_message(sandbox: Sandbox, err: Exception) -> str:
+    """The page's one line for a failed request. Bad input (``QueryError``) is said as it is; a
+    data or OS error is first traced to a damaged or missing file of the run, said (and logged)
+    in one line naming the file and the command that re-creates it; anything else is a bug,
+    logged with its traceback. No line quotes more than ``MAX_MESSAGE_CHARS`` characters."""
     if isinstance(err, QueryError):
-        return message_html(str(err))
+        return message_html(message_text(str(err)))
+    found = sandbox.damaged_file() if is_data_error(err) or os_errno(err) else None
+    if found is not None:
+        log.error("%s", message_text(str(found)))
+        return message_html(message_text(str(found)))
     log.exception("sandbox query failed")
-    first = str(err).splitlines()[0] if str(err) else ""
+    first = message_text(str(err).splitlines()[0] if str(err) else "")
     return message_html(f"internal error ({type(err).__name__}: {first}); see the server log")
 
 
@@ -66,12 +77,27 @@ def build_app(sandbox: Sandbox):
     fractions = list(sandbox.settings.lift.k_fractions)
     choices = sandbox.choices()
 
+    k_choices = list(fractions)
+    stage_choices = [value for _, value in sandbox.stages()]
+    topic_choices = [ALL, *choices["topics"]]
+    pair_choices = [ALL, *choices["pairs"]]
+    source_choices = [ALL, *choices["sources"]]
+
+    # The events below take the values the page sent as they came (preprocess=False): Gradio's
+    # own check of a dropdown's value quotes the value whole in its error, and one holding a lone
+    # surrogate cannot be encoded, which drops the client's stream. Each handler checks every
+    # value itself (splits.sandbox.typed) before anything is said about it.
+
     def ask(lexicon, topic, target, other, show_groups, session: Session):
         try:
+            # a lexicon over the limit is refused by parse_lexicon, unread
+            lexicon = sent_text(lexicon, "lexicon", max_chars=None)
+            topic = sent_text(topic, "topic")
+            target, other = sent_text(target, "group"), sent_text(other, "group")
             answer = sandbox.ask(lexicon, topic, target, other, session)
         except Exception as err:  # every failure becomes one line in the page
             return (
-                _failure(err),
+                failure_message(sandbox, err),
                 "",
                 None,
                 "",
@@ -83,22 +109,28 @@ def build_app(sandbox: Sandbox):
             "",
             answer_html(answer, sandbox.names, sandbox.settings),
             curve_figure(answer, sandbox.settings),
-            posts_html(answer, sandbox.names, show_groups),
+            posts_html(answer, sandbox.names, show_groups is True),
             session_html(session, sandbox.settings),
             session,
             answer,
         )
 
     def show_posts(show_groups, answer: Answer | None):
-        return posts_html(answer, sandbox.names, show_groups)
+        return posts_html(answer, sandbox.names, show_groups is True)
 
     def table(k, stage, topic, pair, source, sort):
         try:
+            k = sent_choice(k, k_choices, "k")
+            stage = sent_choice(stage, stage_choices, "stage")
+            topic = sent_choice(topic, topic_choices, "topic")
+            pair = sent_choice(pair, pair_choices, "pair")
+            source = sent_choice(source, source_choices, "source")
+            sort = sent_choice(sort, list(SORTS), "sort")
             frame, total = sandbox.table_view(
                 float(k), stage, topic or None, pair or None, source or None, sort
             )
         except Exception as err:  # one line in the page, as above
-            return None, _failure(err)
+            return None, failure_message(sandbox, err)
         shown = f"{frame.height:,} of {total:,} hypotheses" if total else "no hypothesis"
         return (
             frame,
@@ -107,10 +139,14 @@ def build_app(sandbox: Sandbox):
 
     def open_row(event: gr.SelectData):
         try:
-            hypothesis_id = str(event.row_value[0])
+            row = event.row_value if isinstance(event.row_value, list) else [None]
+            hypothesis_id = sent_text(row[0] if row else None, "hypothesis")
+            if not hypothesis_id:
+                raise QueryError("the row sent names no hypothesis: click a row of the table")
             lexicon, topic, target, other = sandbox.hypothesis(hypothesis_id)
         except Exception as err:  # one line in the page, as above
-            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), _failure(err)
+            failed = failure_message(sandbox, err)
+            return gr.update(), gr.update(), gr.update(), gr.update(), gr.update(), failed
         return lexicon, topic, target, other, gr.Tabs(selected=QUERY_TAB), ""
 
     with gr.Blocks(analytics_enabled=False, title="Splits sandbox") as app:
@@ -209,16 +245,17 @@ def build_app(sandbox: Sandbox):
 
         outputs = [message, stats, curve, posts, history, session, last]
         inputs = [lexicon, topic, target, other, show_groups, session]
-        go.click(ask, inputs, outputs, api_name="ask")
-        lexicon.submit(ask, inputs, outputs, api_name=False)
-        show_groups.change(show_posts, [show_groups, last], posts, api_name=False)
+        raw = {"preprocess": False}  # values as sent: the handlers check them (above)
+        go.click(ask, inputs, outputs, api_name="ask", **raw)
+        lexicon.submit(ask, inputs, outputs, api_name=False, **raw)
+        show_groups.change(show_posts, [show_groups, last], posts, api_name=False, **raw)
         filters = [k, stage, table_topic, pair, source, sort]
         for control in filters:
-            control.change(table, filters, [grid, count], api_name=False)
-        app.load(table, filters, [grid, count], api_name=False)
+            control.change(table, filters, [grid, count], api_name=False, **raw)
+        app.load(table, filters, [grid, count], api_name=False, **raw)
         grid.select(
             open_row, None, [lexicon, topic, target, other, tabs, message], api_name=False
-        ).then(ask, inputs, outputs, api_name=False)
+        ).then(ask, inputs, outputs, api_name=False, **raw)
     return app
 
 
@@ -247,6 +284,9 @@ def launch(sandbox: Sandbox, host: str, port: int, block: bool = True):
             footer_links=[],
             theme=theme(gr),
             css=CSS,
+            # a request Gradio would answer with a traceback or the values quoted back is
+            # refused in one line before Gradio reads it (splits.sandbox.guard)
+            app_kwargs={"middleware": [request_guard(app)]},
         )
     except OSError as err:
         from splits.errors import ConfigError

@@ -24,7 +24,8 @@ import polars as pl
 
 from splits.config.schema import load_config
 from splits.config.settings import settings_from_config
-from splits.errors import ConfigError
+from splits.errors import ConfigError, InputError
+from splits.filecheck import check_file, damage_of, damaged, is_data_error
 from splits.hypotheses.engine import (
     TOP_POSTS,
     HypothesisEngine,
@@ -161,6 +162,8 @@ class Sandbox:
         self.top_posts = top_posts
         self._lock = threading.Lock()  # the engine's pool cache is not thread-safe
         self.table = table
+        #: the run's files the sandbox reads (checked again when a query fails reading them)
+        self.run_files: list[Path] = []
         self._by_key: dict[tuple, list[str]] = {}
         self._by_id: dict[str, dict] = {}
         if table is not None and table.height:
@@ -213,13 +216,13 @@ class Sandbox:
                 "(run snakemake first, or give --results)"
             )
         missing = {"post_id", "text", "demographic", "topic"} - set(
-            pl.read_parquet_schema(topic_posts)
+            read_run_file(topic_posts, pl.read_parquet_schema)
         )
         if missing:
             raise ConfigError(f"{topic_posts}: missing column(s) {', '.join(sorted(missing))}")
         notes = []
         table_path = results / "hypotheses" / "lift.parquet"
-        table = pl.read_parquet(table_path) if table_path.is_file() else None
+        table = read_run_file(table_path, pl.read_parquet) if table_path.is_file() else None
         if table is None:
             notes.append(
                 f"No hypotheses table ({table_path} does not exist: hypotheses.enabled is false "
@@ -234,8 +237,24 @@ class Sandbox:
                 loaded = load_encoder(name, config.get("models", {}))
             except ConfigError as err:
                 notes.append(f"Triviality is not computed: {err}")
-        engine = HypothesisEngine(topic_posts, settings.lift, words, loaded)
-        return cls(engine, settings, table, display_names(demographics_file), notes, top_posts)
+        engine = read_run_file(
+            topic_posts, lambda path: HypothesisEngine(path, settings.lift, words, loaded)
+        )
+        sandbox = cls(engine, settings, table, display_names(demographics_file), notes, top_posts)
+        sandbox.run_files = [topic_posts] + ([table_path] if table is not None else [])
+        return sandbox
+
+    def damaged_file(self) -> InputError | None:
+        """After a query failed with a data or OS error: the one-line error of the first of the
+        run's files that is missing or does not read whole (naming it and the command that
+        re-creates it), None when they all read (the failure is then not a file's)."""
+        for path in self.run_files:
+            if not path.exists():
+                return damaged(path, "missing (removed after the sandbox started)")
+            found = damage_of(path)
+            if found is not None:
+                return found
+        return None
 
     # ----------------------------------------------------------------- the query view
 
@@ -397,11 +416,25 @@ class Sandbox:
         view."""
         row = self._by_id.get(hypothesis_id)
         if row is None:
-            raise QueryError(f"unknown hypothesis {hypothesis_id!r}")
+            raise QueryError(f"unknown hypothesis {shown(clean_text(hypothesis_id))!r}")
         other = (
             row["demographic_B"] if row["target"] == row["demographic_A"] else row["demographic_A"]
         )
         return format_lexicon(row["lexicon"]), row["topic"], row["target"], other
+
+
+def read_run_file(path: Path, read):
+    """``read(path)`` of one of the run's files after the footer check of
+    ``splits.filecheck.check_file``; a file that fails while it is read (damaged past its footer)
+    raises ``InputError`` with one line naming it and the command that re-creates it."""
+    check_file(path)
+    try:
+        return read(path)
+    except Exception as err:
+        if not is_data_error(err):
+            raise
+        found = damage_of(path)
+        raise found or damaged(path, f"damaged file ({' '.join(str(err).split())[:200]})") from None
 
 
 def _differs(mine: pl.DataFrame, run: pl.DataFrame) -> str:

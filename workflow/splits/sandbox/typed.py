@@ -23,6 +23,11 @@ SHOWN_CHARS = 60
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: UTF-16 surrogates, which no text holds alone (a broken paste; they cannot be encoded)
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+#: the longest value a dropdown of the page may send: its choices are names of the run (topics,
+#: groups, sources, sorts), so a longer value is no choice of the page and is refused unread
+MAX_CHOICE_CHARS = 200
+#: the longest message the page shows (a message quotes at most ``SHOWN_CHARS`` of a value)
+MAX_MESSAGE_CHARS = 400
 
 
 def clean_text(text: str | None) -> str:
@@ -33,6 +38,39 @@ def clean_text(text: str | None) -> str:
 def shown(text: str) -> str:
     """``text`` as quoted back in a message: at most ``SHOWN_CHARS`` characters."""
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def sent_text(value: object, what: str, max_chars: int | None = MAX_CHOICE_CHARS) -> str | None:
+    """A text a page sent for ``what`` (None when nothing was chosen). The page's controls send
+    texts, but any client can post anything to the server: another type, or a text longer than
+    ``max_chars``, raises ``QueryError`` with a line that names ``what`` and never the value."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise QueryError(f"the {what} sent is not a text: choose the {what} from the list")
+    if max_chars is not None and len(value) > max_chars:
+        raise QueryError(
+            f"the {what} sent has {len(value):,} characters, more than any {what} of this run "
+            f"({max_chars:,} at most): choose the {what} from the list"
+        )
+    return value
+
+
+def sent_choice(value: object, choices: Sequence, what: str) -> object:
+    """``value`` when it is one of ``choices`` (equal and of the same type: the k 0.05, never the
+    text "0.05"); else ``QueryError`` naming ``what``, never the value."""
+    if not any(type(value) is type(c) and value == c for c in choices):
+        raise QueryError(
+            f"the {what} sent is not one of the page's choices: choose it from the list"
+        )
+    return value
+
+
+def message_text(text: str) -> str:
+    """``text`` as the page may show it: one line, no lone surrogate, at most
+    ``MAX_MESSAGE_CHARS`` characters."""
+    text = " ".join(clean_text(text).split())
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def max_query_chars(limits: Limits) -> int:

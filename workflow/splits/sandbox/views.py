@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from splits.sandbox.query import NO_VALUE, Answer, RunSettings, Session
+from splits.sandbox.typed import clean_text
 
 #: a Reddit username mention: u/name or /u/name (names are 3-20 letters, digits, _ or -)
 MENTION = re.compile(r"(?<![\w/])/?u/[A-Za-z0-9_-]{2,}")
@@ -59,6 +60,7 @@ def _value(tag: str, css: str, value: float, text: str) -> str:
 
 def message_html(text: str = "", kind: str = "error") -> str:
     """A one-line message (``kind`` error or note); empty text gives an empty block."""
+    text = clean_text(text)  # a lone surrogate cannot be sent to the page
     if not text:
         return ""
     return f'<div class="sb-{kind}">{html.escape(text)}</div>'
