@@ -326,3 +326,13 @@ def test_the_api_still_answers_a_good_call(page, capfd):
         text = "".join(stream.iter_text())
     assert "event: complete" in text and "sb-lift-table" in text
     assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("event_data", [True, False, "Soccer", 0.05])
+def test_a_change_event_brings_the_new_value_as_its_event_data(page, event_data):
+    """A checkbox's change event sends its new value as the event data (the browser sends
+    ``"event_data": true`` when "Show each post's group" is ticked), a dropdown's its choice:
+    the guard refused every event data that was not an object, so ticking the box did nothing
+    (tests/test_sandbox_browser.py timed out waiting for the groups)."""
+    messages = page.send("show_posts", [True, None], event_data=event_data)
+    assert messages[-1]["success"] is True

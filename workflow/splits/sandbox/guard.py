@@ -23,12 +23,20 @@ MAX_REQUEST_BYTES = 2 << 20
 
 class RequestGuard:
     """ASGI middleware: ``inputs_by_event`` is the number of values each event takes, by its
-    index; ``inputs_by_api`` the same by its API name."""
+    index; ``inputs_by_api`` the same by its API name; ``selects`` the indexes of the events whose
+    handler reads the event data as an object (a table's select: Gradio's SelectData)."""
 
-    def __init__(self, app, inputs_by_event: Mapping[int, int], inputs_by_api: Mapping[str, int]):
+    def __init__(
+        self,
+        app,
+        inputs_by_event: Mapping[int, int],
+        inputs_by_api: Mapping[str, int],
+        selects: frozenset[int] = frozenset(),
+    ):
         self.app = app
         self.inputs_by_event = dict(inputs_by_event)
         self.inputs_by_api = dict(inputs_by_api)
+        self.selects = frozenset(selects)
 
     async def __call__(self, scope, receive, send):
         path = scope.get("path", "") if scope.get("type") == "http" else ""
@@ -76,8 +84,10 @@ class RequestGuard:
             if type(event) is not int or event not in self.inputs_by_event:
                 return "the request names no event of this page"
             wanted = self.inputs_by_event[event]
+            # a change event's data is the control's new value (a checkbox sends true); only a
+            # select's handler reads it as an object (SelectData), and fails on anything else
             event_data = request.get("event_data")
-            if event_data is not None and not isinstance(event_data, dict):
+            if event in self.selects and not isinstance(event_data, dict | None):
                 return "the request's event data is not a JSON object"
         else:
             if api not in self.inputs_by_api:
@@ -109,4 +119,9 @@ def request_guard(blocks):
         for fn in blocks.fns.values()
         if isinstance(fn.api_name, str) and fn.api_name
     }
-    return Middleware(RequestGuard, inputs_by_event=by_event, inputs_by_api=by_api)
+    selects = frozenset(
+        index
+        for index, fn in blocks.fns.items()
+        if any(event == "select" for _, event in fn.targets)
+    )
+    return Middleware(RequestGuard, inputs_by_event=by_event, inputs_by_api=by_api, selects=selects)
