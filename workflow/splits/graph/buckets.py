@@ -1,0 +1,264 @@
+"""The subreddit graph as a sum over user buckets (``graph.buckets`` > 1; docs/stages.md).
+
+Bucket b holds the authors whose name hashes (polars' hash, fixed seed) to b modulo the number
+of buckets, so the buckets split the users. Every quantity of the graph is a sum over users:
+a subreddit's users and posts, the users and memberships of the kept subreddits, and the
+co-membership counts ``A^T A`` (the numerators of Jaccard and cosine) are the sums of the
+buckets' ``A_b^T A_b``. The steps, one job each:
+
+1. ``write_bucket_memberships`` (one per bucket): the bucket's distinct (user, subreddit)
+   memberships and its per-subreddit counts, from a lazy scan filtered to the bucket's authors;
+2. ``write_bucket_subreddits`` (one): the counts added up, and the top-N rule;
+3. ``write_bucket_overlaps`` (one per bucket): the bucket's incidence over the kept subreddits
+   and its co-membership counts, written in blocks of subreddit rows sorted by row;
+4. ``reduce_buckets`` (one): per block of subreddit rows, the buckets' counts of those rows
+   added up and the exact top K of both measures, ranked as the single job ranks them.
+
+The result equals ``build.compute_graph``'s. Memory: steps 1 and 3 hold one bucket's
+memberships (and step 3 one block of its product); step 4 one block of rows of every bucket.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from splits.errors import ConfigError
+from splits.graph.build import (
+    BlockNeighbours,
+    GraphResult,
+    Memberships,
+    block_ranges,
+    build_incidence,
+    check_settings,
+    memberships,
+    neighbours_frame,
+    rank_subreddits,
+    rows_per_block,
+    similarity,
+)
+from splits.graph.settings import GraphSettings, GraphTopSettings
+from splits.io import ParquetAppender, read_json, write_json, write_parquet
+
+log = logging.getLogger(__name__)
+
+BUCKET_SEED = 0x5EED_0003  # independent of the two user-identity seeds of memberships()
+COUNTS_SCHEMA = {"subreddit": pl.String, "n_users": pl.Int64, "n_posts": pl.Int64}
+MEMBERSHIPS_SCHEMA = {"user": pl.Int64, "code": pl.Int64}
+OVERLAPS_SCHEMA = {"row": pl.Int32, "col": pl.Int32, "overlap": pl.Int64}
+
+
+def bucket_of(buckets: int) -> pl.Expr:
+    """The bucket of each post's author: the same in every process and run (a fixed seed; the
+    jobs of one run share one polars version, whose hash they all use)."""
+    return (pl.col("author").hash(seed=BUCKET_SEED) % buckets).cast(pl.Int64)
+
+
+def check_bucket(bucket: int, buckets: int) -> None:
+    if buckets < 1:
+        raise ConfigError(f"graph.buckets: must be at least 1, got {buckets}")
+    if not 0 <= bucket < buckets:
+        raise ConfigError(f"--bucket: must be in 0..{buckets - 1}, got {bucket}")
+
+
+# --------------------------------------------------------------------------- step 1: map
+
+
+def write_bucket_memberships(
+    posts: pl.LazyFrame, bucket: int, buckets: int, out_dir: str | Path
+) -> Memberships:
+    """counts.parquet (subreddit, n_users, n_posts; row i is code i) and memberships.parquet
+    (user, code) of the bucket's authors; returns them."""
+    check_bucket(bucket, buckets)
+    missing = {"subreddit", "author"} - set(posts.collect_schema().names())
+    if missing:
+        raise ConfigError(f"posts table lacks column(s) {sorted(missing)}")
+    members = memberships(posts.filter(bucket_of(buckets) == bucket))
+    out = Path(out_dir)
+    write_parquet(
+        pl.DataFrame(
+            {"subreddit": members.names.tolist(), "n_users": members.n_users,
+             "n_posts": members.n_posts},
+            schema=COUNTS_SCHEMA,
+        ),
+        out / "counts.parquet",
+    )  # fmt: skip
+    users = np.repeat(
+        np.arange(len(members.user_indptr) - 1, dtype=np.int64), np.diff(members.user_indptr)
+    )
+    write_parquet(
+        pl.DataFrame({"user": users, "code": members.user_codes}, schema=MEMBERSHIPS_SCHEMA),
+        out / "memberships.parquet",
+    )
+    log.info(
+        "bucket %d of %d: %d users, %d memberships, %d subreddits",
+        bucket, buckets, len(members.user_indptr) - 1, len(members.user_codes), len(members.names),
+    )  # fmt: skip
+    return members
+
+
+def read_bucket_memberships(bucket_dir: str | Path) -> Memberships:
+    folder = Path(bucket_dir)
+    counts = pl.read_parquet(folder / "counts.parquet")
+    pairs = pl.read_parquet(folder / "memberships.parquet")
+    users = pairs["user"].to_numpy()
+    n_users = int(users[-1]) + 1 if len(users) else 0
+    indptr = np.zeros(n_users + 1, dtype=np.int64)
+    np.cumsum(np.bincount(users, minlength=n_users), out=indptr[1:])
+    return Memberships(
+        names=np.array(counts["subreddit"].to_list(), dtype=object),
+        n_posts=counts["n_posts"].to_numpy().astype(np.int64),
+        n_users=counts["n_users"].to_numpy().astype(np.int64),
+        user_indptr=indptr,
+        user_codes=pairs["code"].to_numpy().astype(np.int64),
+    )
+
+
+# --------------------------------------------------------------------------- step 2: counts
+
+
+def write_bucket_subreddits(
+    counts_files: list[str | Path], settings: GraphTopSettings, out: str | Path
+) -> pl.DataFrame:
+    """The subreddit table of the data contract from the buckets' counts."""
+    for key, low in (("top_n", 1), ("min_posts", 0)):
+        if getattr(settings, key) < low:
+            raise ConfigError(f"graph.{key}: must be at least {low}, got {getattr(settings, key)}")
+    counts = (
+        pl.scan_parquet([str(p) for p in counts_files])
+        .group_by("subreddit")
+        .agg(pl.col("n_users").sum(), pl.col("n_posts").sum())
+        .sort("subreddit")
+        .collect()
+        .cast(COUNTS_SCHEMA)
+    )
+    table = rank_subreddits(counts, settings.top_n, settings.min_posts)
+    write_parquet(table, out)
+    return table
+
+
+def kept_subreddits(subreddits: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Names (sorted: column j of the incidence is names[j]) and users of the kept subreddits."""
+    kept = subreddits.filter("kept").sort("subreddit")
+    return np.array(kept["subreddit"].to_list(), dtype=object), kept["n_users"].to_numpy()
+
+
+# --------------------------------------------------------------------------- step 3: map
+
+
+def write_bucket_overlaps(
+    bucket_dir: str | Path, subreddits_file: str | Path, block_mb: float, out_dir: str | Path
+) -> dict:
+    """overlaps.parquet: the bucket's co-membership counts (row, col, overlap) of kept
+    subreddits (indices into the sorted kept names; row != col, overlap > 0), sorted by row;
+    overlaps.json: the bucket's users and memberships of kept subreddits."""
+    members = read_bucket_memberships(bucket_dir)
+    subreddits = pl.read_parquet(subreddits_file)
+    names, _ = kept_subreddits(subreddits)
+    incidence = build_incidence(members, subreddits)
+    del members
+    # the bucket's kept subreddits are a subset of all kept ones: its columns, renumbered
+    to_global = np.searchsorted(names, incidence.names).astype(np.int32)
+    at, a = incidence.by_subreddit, incidence.by_user
+    out = Path(out_dir)
+    appender = ParquetAppender(out / "overlaps.parquet")
+    try:
+        for start, stop in block_ranges(
+            incidence.n_subreddits, rows_per_block(len(names), block_mb)
+        ):
+            block = (at[start:stop] @ a).tocoo()
+            rows = to_global[block.row + start]
+            cols = to_global[block.col]
+            off_diagonal = rows != cols
+            frame = pl.DataFrame(
+                {"row": rows[off_diagonal], "col": cols[off_diagonal],
+                 "overlap": block.data[off_diagonal].astype(np.int64)},
+                schema=OVERLAPS_SCHEMA,
+            ).sort("row", "col")  # fmt: skip
+            if frame.height:
+                appender.write(frame)
+        appender.close(empty=pl.DataFrame(schema=OVERLAPS_SCHEMA))
+    except BaseException:
+        appender.discard()
+        raise
+    stats = {
+        "users_of_kept_subreddits": int(a.shape[0]),
+        "memberships_of_kept_subreddits": int(a.nnz),
+    }
+    write_json(stats, out / "overlaps.json")
+    log.info("bucket %s: %d overlap entries, %s", bucket_dir, appender.rows, stats)
+    return stats
+
+
+# --------------------------------------------------------------------------- step 4: reduce
+
+
+def block_top_k_from_overlaps(overlaps: pl.DataFrame, sizes: np.ndarray, k: int) -> BlockNeighbours:
+    """Top-k of every row of summed (row, col, overlap) counts, for both measures: the keys of
+    the fused kernel (one correctly rounded division of exact integers), ranked by key
+    descending, ties by column ascending, the values computed as the kernel's are."""
+    row = overlaps["row"].to_numpy().astype(np.int64)
+    col = overlaps["col"].to_numpy().astype(np.int64)
+    o = overlaps["overlap"].to_numpy().astype(np.int64)
+    of, a, b = o.astype(np.float64), sizes[row].astype(np.float64), sizes[col].astype(np.float64)
+    keys = {"jaccard": of / (a + b - of), "cosine": (of * of) / (a * b)}
+    out = BlockNeighbours({}, {}, {}, {}, {})
+    for measure in ("jaccard", "cosine"):
+        order = np.lexsort((col, -keys[measure], row))
+        r, c, ov = row[order], col[order], o[order]
+        first = np.searchsorted(r, r, side="left")  # r is sorted: each row's first position
+        rank = np.arange(len(r), dtype=np.int64) - first + 1
+        keep = rank <= k
+        out.source[measure] = r[keep]
+        out.rank[measure] = rank[keep]
+        out.neighbour[measure] = c[keep]
+        out.overlap[measure] = ov[keep]
+        out.value[measure] = similarity(measure, ov[keep], sizes[r[keep]], sizes[c[keep]])
+    return out
+
+
+def reduce_buckets(
+    subreddits_file: str | Path,
+    overlap_files: list[str | Path],
+    stats_files: list[str | Path],
+    settings: GraphSettings,
+    threads: int = 1,
+) -> GraphResult:
+    """The stage's result from the buckets' subreddit table and co-membership counts."""
+    check_settings(settings)
+    if len(stats_files) != len(overlap_files):
+        raise ConfigError(
+            f"--bucket-stats: one per bucket, got {len(stats_files)} for {len(overlap_files)} "
+            "overlap files"
+        )
+    subreddits = pl.read_parquet(subreddits_file)
+    names, sizes = kept_subreddits(subreddits)
+    scan = pl.scan_parquet([str(p) for p in overlap_files], schema=OVERLAPS_SCHEMA)
+
+    def block(bounds: tuple[int, int]) -> BlockNeighbours:
+        summed = (
+            scan.filter(pl.col("row").is_between(bounds[0], bounds[1] - 1))
+            .group_by("row", "col")
+            .agg(pl.col("overlap").sum())
+            .collect()
+        )
+        return block_top_k_from_overlaps(summed, sizes, settings.k)
+
+    def blocks() -> Iterator[BlockNeighbours]:
+        ranges = block_ranges(len(names), rows_per_block(len(names), settings.block_mb))
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            yield from pool.map(block, ranges)
+
+    neighbours = neighbours_frame(blocks(), names, sizes)
+    stats = [read_json(p) for p in stats_files]
+    return GraphResult(
+        subreddits=subreddits,
+        neighbours=neighbours,
+        n_users=sum(s["users_of_kept_subreddits"] for s in stats),
+        n_memberships=sum(s["memberships_of_kept_subreddits"] for s in stats),
+    )
