@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from conftest import copy_repo
 from splits.config.settings import schema_defaults
@@ -93,6 +94,19 @@ def test_bucketed_graph_equals_single_job(planted, tmp_path, buckets):
     assert summed.neighbours.equals(single.neighbours)
     assert (summed.n_users, summed.n_memberships) == (single.n_users, single.n_memberships)
     assert graph.summary(summed, settings) == graph.summary(single, settings)
+    # every row group of a bucket's overlaps lies in one of the reduce's blocks of rows, so the
+    # reduce's filter on a block reads each bucket's file once in all
+    n_kept = single.subreddits.filter("kept").height
+    height = graph.rows_per_block(n_kept, settings.block_mb)
+    assert 5 < -(-n_kept // height), "the test needs several blocks"
+    n_groups = 0
+    for b in range(buckets):
+        meta = pq.ParquetFile(tmp_path / f"bucket-{b}" / "overlaps.parquet").metadata
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(0).statistics
+            assert stats.min // height == stats.max // height
+            n_groups += 1
+    assert n_groups >= buckets * 5
 
 
 def dense_oracle(posts: pl.DataFrame, top_n: int, min_posts: int, k: int):

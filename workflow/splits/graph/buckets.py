@@ -168,9 +168,12 @@ def write_bucket_overlaps(
     out = Path(out_dir)
     appender = ParquetAppender(out / "overlaps.parquet")
     try:
-        for start, stop in block_ranges(
-            incidence.n_subreddits, rows_per_block(len(names), block_mb)
-        ):
+        # the reduce's blocks of rows (global row numbers), each written as its own row groups,
+        # so that the reduce's filter on a block's rows skips every other row group
+        for first, last in block_ranges(len(names), rows_per_block(len(names), block_mb)):
+            start, stop = np.searchsorted(to_global, [first, last])
+            if start == stop:
+                continue
             block = (at[start:stop] @ a).tocoo()
             rows = to_global[block.row + start]
             cols = to_global[block.col]
