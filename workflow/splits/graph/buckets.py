@@ -25,14 +25,18 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numba
 import numpy as np
 import polars as pl
+import scipy.sparse as sp
 
 from splits.errors import ConfigError
 from splits.graph.build import (
     BlockNeighbours,
     GraphResult,
     Memberships,
+    _sift_down,
+    _worse,
     block_ranges,
     build_incidence,
     check_settings,
@@ -40,7 +44,7 @@ from splits.graph.build import (
     neighbours_frame,
     rank_subreddits,
     rows_per_block,
-    similarity,
+    selected_neighbours,
 )
 from splits.graph.settings import GraphSettings, GraphTopSettings
 from splits.io import ParquetAppender, read_json, write_json, write_parquet
@@ -201,28 +205,68 @@ def write_bucket_overlaps(
 # --------------------------------------------------------------------------- step 4: reduce
 
 
-def block_top_k_from_overlaps(overlaps: pl.DataFrame, sizes: np.ndarray, k: int) -> BlockNeighbours:
-    """Top-k of every row of summed (row, col, overlap) counts, for both measures: the keys of
-    the fused kernel (one correctly rounded division of exact integers), ranked by key
-    descending, ties by column ascending, the values computed as the kernel's are."""
-    row = overlaps["row"].to_numpy().astype(np.int64)
-    col = overlaps["col"].to_numpy().astype(np.int64)
-    o = overlaps["overlap"].to_numpy().astype(np.int64)
-    of, a, b = o.astype(np.float64), sizes[row].astype(np.float64), sizes[col].astype(np.float64)
-    keys = {"jaccard": of / (a + b - of), "cosine": (of * of) / (a * b)}
-    out = BlockNeighbours({}, {}, {}, {}, {})
-    for measure in ("jaccard", "cosine"):
-        order = np.lexsort((col, -keys[measure], row))
-        r, c, ov = row[order], col[order], o[order]
-        first = np.searchsorted(r, r, side="left")  # r is sorted: each row's first position
-        rank = np.arange(len(r), dtype=np.int64) - first + 1
-        keep = rank <= k
-        out.source[measure] = r[keep]
-        out.rank[measure] = rank[keep]
-        out.neighbour[measure] = c[keep]
-        out.overlap[measure] = ov[keep]
-        out.value[measure] = similarity(measure, ov[keep], sizes[r[keep]], sizes[c[keep]])
-    return out
+@numba.njit(nogil=True, cache=True)
+def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap, out_count):
+    """Top-k of every row of a CSR block of overlap counts (rows start, start + 1, ...), both
+    measures: the keys, heap and tie rule of build._fused_top_k, given the overlaps."""
+    heap_keys = np.empty(k, dtype=np.float64)
+    heap_cols = np.empty(k, dtype=np.int64)
+    heap_overlaps = np.empty(k, dtype=np.int64)
+    for r in range(indptr.shape[0] - 1):
+        size_row = float(sizes[start + r])
+        for measure in range(2):
+            n = 0
+            for p in range(indptr[r], indptr[r + 1]):
+                col = cols[p]
+                o = float(counts[p])
+                if measure == 0:
+                    key = o / (size_row + float(sizes[col]) - o)
+                else:
+                    key = (o * o) / (size_row * float(sizes[col]))
+                if n < k:  # fill the heap, then heapify once
+                    heap_keys[n] = key
+                    heap_cols[n] = col
+                    heap_overlaps[n] = counts[p]
+                    n += 1
+                    if n == k:
+                        for i in range(k // 2 - 1, -1, -1):
+                            _sift_down(heap_keys, heap_cols, heap_overlaps, k, i)
+                elif _worse(heap_keys[0], heap_cols[0], key, col):
+                    heap_keys[0] = key
+                    heap_cols[0] = col
+                    heap_overlaps[0] = counts[p]
+                    _sift_down(heap_keys, heap_cols, heap_overlaps, k, 0)
+            if n < k:
+                for i in range(n // 2 - 1, -1, -1):
+                    _sift_down(heap_keys, heap_cols, heap_overlaps, n, i)
+            out_count[measure, r] = n
+            for last in range(n - 1, -1, -1):  # pop the worst to the back: the best ends first
+                out_cols[measure, r, last] = heap_cols[0]
+                out_overlap[measure, r, last] = heap_overlaps[0]
+                heap_keys[0] = heap_keys[last]
+                heap_cols[0] = heap_cols[last]
+                heap_overlaps[0] = heap_overlaps[last]
+                _sift_down(heap_keys, heap_cols, heap_overlaps, last, 0)
+
+
+def block_top_k_from_overlaps(
+    overlaps: pl.DataFrame, start: int, stop: int, sizes: np.ndarray, k: int
+) -> BlockNeighbours:
+    """Top-k neighbours of rows [start, stop) from the buckets' (row, col, overlap) counts of
+    those rows (a pair once per bucket that has it: added up here)."""
+    rows = overlaps["row"].to_numpy().astype(np.int64) - start
+    summed = sp.csr_matrix(
+        (overlaps["overlap"].to_numpy().astype(np.int64), (rows, overlaps["col"].to_numpy())),
+        shape=(stop - start, len(sizes)),
+    )  # duplicate (row, col) entries, one per bucket, are summed
+    n_rows = stop - start
+    cols = np.empty((2, n_rows, k), dtype=np.int64)
+    top_overlaps = np.empty((2, n_rows, k), dtype=np.int64)
+    count = np.zeros((2, n_rows), dtype=np.int64)
+    _top_k_of_rows(
+        summed.indptr, summed.indices, summed.data, start, sizes, k, cols, top_overlaps, count
+    )
+    return selected_neighbours(cols, top_overlaps, count, start, sizes, k)
 
 
 def reduce_buckets(
@@ -244,13 +288,9 @@ def reduce_buckets(
     scan = pl.scan_parquet([str(p) for p in overlap_files], schema=OVERLAPS_SCHEMA)
 
     def block(bounds: tuple[int, int]) -> BlockNeighbours:
-        summed = (
-            scan.filter(pl.col("row").is_between(bounds[0], bounds[1] - 1))
-            .group_by("row", "col")
-            .agg(pl.col("overlap").sum())
-            .collect()
-        )
-        return block_top_k_from_overlaps(summed, sizes, settings.k)
+        start, stop = bounds
+        rows = scan.filter(pl.col("row").is_between(start, stop - 1)).collect()
+        return block_top_k_from_overlaps(rows, start, stop, sizes, settings.k)
 
     def blocks() -> Iterator[BlockNeighbours]:
         ranges = block_ranges(len(names), rows_per_block(len(names), settings.block_mb))

@@ -276,6 +276,15 @@ def block_top_k(incidence: Incidence, start: int, stop: int, k: int) -> BlockNei
         start, stop, at.indptr, at.indices, a.indptr, a.indices, incidence.sizes, k,
         cols, overlaps, count,
     )  # fmt: skip
+    return selected_neighbours(cols, overlaps, count, start, incidence.sizes, k)
+
+
+def selected_neighbours(
+    cols: np.ndarray, overlaps: np.ndarray, count: np.ndarray, start: int, sizes: np.ndarray, k: int
+) -> BlockNeighbours:
+    """The block of a top-k kernel's selection: ``cols[m, r, :count[m, r]]`` (and their
+    ``overlaps``) are the neighbours of row ``start + r`` in rank order, measure m (0 Jaccard,
+    1 cosine)."""
     out = BlockNeighbours({}, {}, {}, {}, {})
     for m, measure in enumerate(("jaccard", "cosine")):
         keep = np.arange(k)[None, :] < count[m][:, None]
@@ -287,9 +296,7 @@ def block_top_k(incidence: Incidence, start: int, stop: int, k: int) -> BlockNei
         out.rank[measure] = (np.nonzero(keep)[1] + 1).astype(np.int64)
         out.neighbour[measure] = neighbour
         out.overlap[measure] = o
-        out.value[measure] = similarity(
-            measure, o, incidence.sizes[source], incidence.sizes[neighbour]
-        )
+        out.value[measure] = similarity(measure, o, sizes[source], sizes[neighbour])
     return out
 
 
