@@ -28,7 +28,6 @@ from pathlib import Path
 import numba
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
 from splits.errors import ConfigError
 from splits.graph.build import (
@@ -178,7 +177,7 @@ def write_bucket_overlaps(
             start, stop = np.searchsorted(to_global, [first, last])
             if start == stop:
                 continue
-            block = (at[start:stop] @ a).tocoo()
+            block = (at[start:stop] @ a).tocoo()  # row by row: the file is sorted by row
             rows = to_global[block.row + start]
             cols = to_global[block.col]
             off_diagonal = rows != cols
@@ -186,7 +185,7 @@ def write_bucket_overlaps(
                 {"row": rows[off_diagonal], "col": cols[off_diagonal],
                  "overlap": block.data[off_diagonal].astype(np.int64)},
                 schema=OVERLAPS_SCHEMA,
-            ).sort("row", "col")  # fmt: skip
+            )  # fmt: skip
             if frame.height:
                 appender.write(frame)
         appender.close(empty=pl.DataFrame(schema=OVERLAPS_SCHEMA))
@@ -203,6 +202,41 @@ def write_bucket_overlaps(
 
 
 # --------------------------------------------------------------------------- step 4: reduce
+
+
+@numba.njit(nogil=True, cache=True)
+def _sum_by_row(rows, cols, counts, n_rows, n_cols):
+    """CSR (indptr, cols, counts) of (row, col, count) entries with the counts of equal
+    (row, col) added up (one entry per bucket that has the pair): a counting sort by row, then
+    one dense accumulator of the columns, reset after each row."""
+    start = np.zeros(n_rows + 1, dtype=np.int64)
+    for r in rows:
+        start[r + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    slot = start[:-1].copy()
+    by_row = np.empty(rows.shape[0], dtype=np.int64)
+    for i in range(rows.shape[0]):
+        by_row[slot[rows[i]]] = i
+        slot[rows[i]] += 1
+    total = np.zeros(n_cols, dtype=np.int64)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    out_cols = np.empty(rows.shape[0], dtype=np.int64)
+    out_counts = np.empty(rows.shape[0], dtype=np.int64)
+    n = 0
+    for r in range(n_rows):
+        first = n
+        for p in range(start[r], start[r + 1]):
+            col = cols[by_row[p]]
+            if total[col] == 0:
+                out_cols[n] = col
+                n += 1
+            total[col] += counts[by_row[p]]
+        for q in range(first, n):
+            out_counts[q] = total[out_cols[q]]
+            total[out_cols[q]] = 0
+        indptr[r + 1] = n
+    return indptr, out_cols[:n], out_counts[:n]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -254,18 +288,18 @@ def block_top_k_from_overlaps(
 ) -> BlockNeighbours:
     """Top-k neighbours of rows [start, stop) from the buckets' (row, col, overlap) counts of
     those rows (a pair once per bucket that has it: added up here)."""
-    rows = overlaps["row"].to_numpy().astype(np.int64) - start
-    summed = sp.csr_matrix(
-        (overlaps["overlap"].to_numpy().astype(np.int64), (rows, overlaps["col"].to_numpy())),
-        shape=(stop - start, len(sizes)),
-    )  # duplicate (row, col) entries, one per bucket, are summed
     n_rows = stop - start
+    indptr, summed_cols, summed = _sum_by_row(
+        overlaps["row"].to_numpy().astype(np.int64) - start,
+        overlaps["col"].to_numpy().astype(np.int64),
+        overlaps["overlap"].to_numpy().astype(np.int64),
+        n_rows,
+        len(sizes),
+    )
     cols = np.empty((2, n_rows, k), dtype=np.int64)
     top_overlaps = np.empty((2, n_rows, k), dtype=np.int64)
     count = np.zeros((2, n_rows), dtype=np.int64)
-    _top_k_of_rows(
-        summed.indptr, summed.indices, summed.data, start, sizes, k, cols, top_overlaps, count
-    )
+    _top_k_of_rows(indptr, summed_cols, summed, start, sizes, k, cols, top_overlaps, count)
     return selected_neighbours(cols, top_overlaps, count, start, sizes, k)
 
 
