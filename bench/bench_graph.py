@@ -155,6 +155,78 @@ def bench_one(args, scale: float, workdir: Path) -> dict:
     }
 
 
+def bench_buckets(args, scale: float, workdir: Path) -> dict:
+    """The map+reduce path of ``graph.buckets`` = ``args.buckets`` (every step a process, run one
+    after another), the one-job stage and the bare blocked product, on one generated graph; the
+    two paths' outputs must be byte-identical."""
+    n_subs = max(50, int(args.subreddits * scale))
+    n_users = max(100, int(args.users * scale))
+    n_memb = max(1000, int(args.memberships * scale))
+    gen_argv = [sys.executable, __file__, "--generate", str(workdir), str(n_subs), str(n_users)]
+    measure([*gen_argv, str(n_memb), str(args.seed)])
+    posts, npz = workdir / "posts.parquet", workdir / "incidence.npz"
+    top = {"top_n": n_subs, "min_posts": 20}
+    full = json.dumps({**top, "k": args.k, "block_mb": args.block_mb})
+    cli = [sys.executable, "-m", "splits.cli"]
+    threads = ["--threads", str(args.threads)]
+    one = measure([*cli, "graph", "--posts", str(posts), "--settings", full, *threads,
+                   "--out-dir", str(workdir / "one")])  # fmt: skip
+    steps: dict[str, list[tuple]] = {"bucket": [], "subreddits": [], "overlaps": [], "reduce": []}
+    dirs = [workdir / "buckets" / str(b) for b in range(args.buckets)]
+    for b, folder in enumerate(dirs):
+        steps["bucket"].append(measure([*cli, "graph-bucket", "--posts", str(posts), "--bucket",
+            str(b), "--settings", json.dumps({"buckets": args.buckets}), "--out-dir",
+            str(folder)]))  # fmt: skip
+    subs = workdir / "buckets" / "subreddits.parquet"
+    steps["subreddits"].append(measure([*cli, "graph-subreddits", "--counts",
+        *[str(d / "counts.parquet") for d in dirs], "--settings", json.dumps(top), "--out",
+        str(subs)]))  # fmt: skip
+    for folder in dirs:
+        steps["overlaps"].append(measure([*cli, "graph-overlaps", "--bucket-dir", str(folder),
+            "--subreddits", str(subs), "--settings", json.dumps({"block_mb": args.block_mb}),
+            "--out-dir", str(folder)]))  # fmt: skip
+    steps["reduce"].append(measure([*cli, "graph", "--subreddits", str(subs), "--overlaps",
+        *[str(d / "overlaps.parquet") for d in dirs], "--bucket-stats",
+        *[str(d / "overlaps.json") for d in dirs], "--settings", full, *threads, "--out-dir",
+        str(workdir / "sum")]))  # fmt: skip
+    for name in ("subreddits.parquet", "neighbours.parquet", "summary.json"):
+        if (workdir / "one" / name).read_bytes() != (workdir / "sum" / name).read_bytes():
+            raise SystemExit(f"{name}: the bucketed graph differs from the one-job graph")
+    peer = measure([sys.executable, "-c", PEER, str(npz), str(args.block_mb), str(args.threads)])
+    return {
+        "subreddits": n_subs,
+        "users": n_users,
+        "memberships": n_memb,
+        "one_s": one[0],
+        "one_cpu_s": one[4],
+        "one_mib": one[1],
+        "steps": {k: [(m[0], m[4], m[1]) for m in v] for k, v in steps.items()},
+        "peer_product_s": float(peer[2].split()[1]),
+        "peer_cpu_s": peer[4],
+    }
+
+
+def print_buckets(r: dict, buckets: int) -> None:
+    steps = r["steps"]
+    total = sum(w for v in steps.values() for w, _, _ in v)
+    cpu = sum(c for v in steps.values() for _, c, _ in v)
+    critical = sum(max(w for w, _, _ in v) for v in steps.values())
+    print(
+        f"S={r['subreddits']} users={r['users']} memberships<={r['memberships']} P={buckets} | "
+        f"one job {r['one_s']:.2f} s (cpu {r['one_cpu_s']:.1f} s) {r['one_mib']:.0f} MiB | "
+        f"buckets: all jobs {total:.2f} s (cpu {cpu:.1f} s), critical path {critical:.2f} s | "
+        + " | ".join(
+            f"{name} max {max(w for w, _, _ in v):.2f} s {max(m for _, _, m in v):.0f} MiB"
+            for name, v in steps.items()
+        )
+        + f" | peer product {r['peer_product_s']:.2f} s (cpu {r['peer_cpu_s']:.1f} s) | "
+        f"ratio all bucket jobs / peer product {total / max(r['peer_product_s'], 1e-9):.2f}, "
+        f"one job / peer product {r['one_s'] / max(r['peer_product_s'], 1e-9):.2f} | "
+        "outputs byte-identical",
+        flush=True,
+    )
+
+
 def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """Least-squares slope and intercept."""
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -183,6 +255,13 @@ def main() -> int:
     )
     parser.add_argument("--target-s", type=float, default=60.0)
     parser.add_argument("--target-mib", type=float, default=3072.0)
+    parser.add_argument(
+        "--buckets",
+        type=int,
+        default=0,
+        help="also time the graph as a sum over this many user buckets (graph.buckets): each "
+        "step a process, next to the one-job stage and the bare product",
+    )
     parser.add_argument("--generate", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate:
@@ -193,6 +272,11 @@ def main() -> int:
         print(memberships, n_posts)
         return 0
 
+    if args.buckets:
+        for scale in sorted(args.scales):
+            with tempfile.TemporaryDirectory(prefix="bench_graph_") as tmp:
+                print_buckets(bench_buckets(args, scale, Path(tmp)), args.buckets)
+        return 0
     results = []
     for scale in sorted(args.scales):
         with tempfile.TemporaryDirectory(prefix="bench_graph_") as tmp:

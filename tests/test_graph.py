@@ -319,7 +319,14 @@ def test_graph_config_errors_name_the_key(section, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate_config({"graph": section})
     filled = validate_config({"graph": {}})["graph"]
-    assert filled == {"top_n": 50000, "min_posts": 20, "k": 20, "block_mb": 256, "threads": 2}
+    assert filled == {
+        "top_n": 50000,
+        "min_posts": 20,
+        "k": 20,
+        "block_mb": 256,
+        "threads": 2,
+        "buckets": 1,
+    }
 
 
 @settings(max_examples=60, deadline=None)

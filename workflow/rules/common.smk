@@ -8,7 +8,12 @@ from pathlib import Path
 from splits.config.definitions import DEMOGRAPHICS_GROUP_SET, PATH_NAME
 from splits.config.settings import settings_json
 from splits.errors import ConfigError
-from splits.graph.settings import GraphSettings
+from splits.graph.settings import (
+    GraphBucketSettings,
+    GraphOverlapsSettings,
+    GraphSettings,
+    GraphTopSettings,
+)
 from splits.evaluation.settings import CMSettings, GroupSplitsSettings, MetricsSettings
 from splits.evaluation.settings import SubsampleSettings
 from splits.release_data.settings import ReleaseDataSettings
@@ -111,6 +116,7 @@ TOPIC_POSTS = (
 wildcard_constraints:
     demographic="|".join(re.escape(key) for key in DEMOGRAPHIC_KEYS),
     shard=r"[A-Za-z0-9_.\-]+",
+    bucket=r"\d+",
 
 
 def demographics_slice(*fields, demographic=None):
@@ -140,6 +146,37 @@ def ingest_shard_files(kind):
 def posts_files():
     """The cleaned posts table (one Parquet file); downstream rules take it as input."""
     return [f"{RESULTS}/posts/posts.parquet"]
+
+
+# --- graph ------------------------------------------------------------------------------------
+GRAPH_BUCKETS = config["graph"]["buckets"]
+
+
+def graph_bucket_files(name):
+    """``name`` (counts.parquet, overlaps.parquet, ...) of every user bucket of the graph."""
+    return [f"{RESULTS}/graph/buckets/{b}/{name}" for b in range(GRAPH_BUCKETS)]
+
+
+def graph_inputs(wildcards):
+    """The graph's inputs: the posts (one job), or the buckets' subreddit table, co-membership
+    counts and their stats (the reduce of graph.buckets > 1)."""
+    if GRAPH_BUCKETS == 1:
+        return {"posts": posts_files()}
+    return {
+        "subreddits": f"{RESULTS}/graph/buckets/subreddits.parquet",
+        "overlaps": graph_bucket_files("overlaps.parquet"),
+        "stats": graph_bucket_files("overlaps.json"),
+    }
+
+
+def graph_input_args(wildcards, input):
+    if GRAPH_BUCKETS == 1:
+        return ["--posts", *input.posts]
+    return [
+        "--subreddits", input.subreddits,
+        "--overlaps", *input.overlaps,
+        "--bucket-stats", *input.stats,
+    ]  # fmt: skip
 
 
 def demographics_bots_file():

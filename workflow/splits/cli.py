@@ -44,6 +44,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.graph.cli",
         "subreddit user graph: top-N subreddits, Jaccard and cosine neighbours",
     ),
+    "graph-bucket": (
+        "splits.graph.cli",
+        "one user bucket's memberships and subreddit counts (graph.buckets > 1)",
+    ),
+    "graph-subreddits": (
+        "splits.graph.cli",
+        "the user buckets' subreddit counts added up, and the top-N rule",
+    ),
+    "graph-overlaps": (
+        "splits.graph.cli",
+        "one user bucket's co-membership counts of the kept subreddits",
+    ),
     "expand-seeds": (
         "splits.graph.seeds",
         "interactive (or replayed) seed-set expansion over the neighbour lists",

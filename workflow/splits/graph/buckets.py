@@ -1,0 +1,341 @@
+"""The subreddit graph as a sum over user buckets (``graph.buckets`` > 1; docs/stages.md).
+
+Bucket b holds the authors whose name hashes (polars' hash, fixed seed) to b modulo the number
+of buckets, so the buckets split the users. Every quantity of the graph is a sum over users:
+a subreddit's users and posts, the users and memberships of the kept subreddits, and the
+co-membership counts ``A^T A`` (the numerators of Jaccard and cosine) are the sums of the
+buckets' ``A_b^T A_b``. The steps, one job each:
+
+1. ``write_bucket_memberships`` (one per bucket): the bucket's distinct (user, subreddit)
+   memberships and its per-subreddit counts, from a lazy scan filtered to the bucket's authors;
+2. ``write_bucket_subreddits`` (one): the counts added up, and the top-N rule;
+3. ``write_bucket_overlaps`` (one per bucket): the bucket's incidence over the kept subreddits
+   and its co-membership counts, written in blocks of subreddit rows sorted by row;
+4. ``reduce_buckets`` (one): per block of subreddit rows, the buckets' counts of those rows
+   added up and the exact top K of both measures, ranked as the single job ranks them.
+
+The result equals ``build.compute_graph``'s. Memory: steps 1 and 3 hold one bucket's
+memberships (and step 3 one block of its product); step 4 one block of rows of every bucket.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numba
+import numpy as np
+import polars as pl
+
+from splits.errors import ConfigError
+from splits.graph.build import (
+    BlockNeighbours,
+    GraphResult,
+    Memberships,
+    _sift_down,
+    _worse,
+    block_ranges,
+    build_incidence,
+    check_settings,
+    memberships,
+    neighbours_frame,
+    rank_subreddits,
+    rows_per_block,
+    selected_neighbours,
+)
+from splits.graph.settings import GraphSettings, GraphTopSettings
+from splits.io import ParquetAppender, read_json, write_json, write_parquet
+
+log = logging.getLogger(__name__)
+
+BUCKET_SEED = 0x5EED_0003  # independent of the two user-identity seeds of memberships()
+COUNTS_SCHEMA = {"subreddit": pl.String, "n_users": pl.Int64, "n_posts": pl.Int64}
+MEMBERSHIPS_SCHEMA = {"user": pl.Int64, "code": pl.Int64}
+OVERLAPS_SCHEMA = {"row": pl.Int32, "col": pl.Int32, "overlap": pl.Int64}
+
+
+def bucket_of(buckets: int) -> pl.Expr:
+    """The bucket of each post's author: the same in every process and run (a fixed seed; the
+    jobs of one run share one polars version, whose hash they all use)."""
+    return (pl.col("author").hash(seed=BUCKET_SEED) % buckets).cast(pl.Int64)
+
+
+def check_bucket(bucket: int, buckets: int) -> None:
+    if buckets < 1:
+        raise ConfigError(f"graph.buckets: must be at least 1, got {buckets}")
+    if not 0 <= bucket < buckets:
+        raise ConfigError(f"--bucket: must be in 0..{buckets - 1}, got {bucket}")
+
+
+# --------------------------------------------------------------------------- step 1: map
+
+
+def write_bucket_memberships(
+    posts: pl.LazyFrame, bucket: int, buckets: int, out_dir: str | Path
+) -> Memberships:
+    """counts.parquet (subreddit, n_users, n_posts; row i is code i) and memberships.parquet
+    (user, code) of the bucket's authors; returns them."""
+    check_bucket(bucket, buckets)
+    missing = {"subreddit", "author"} - set(posts.collect_schema().names())
+    if missing:
+        raise ConfigError(f"posts table lacks column(s) {sorted(missing)}")
+    members = memberships(posts.filter(bucket_of(buckets) == bucket))
+    out = Path(out_dir)
+    write_parquet(
+        pl.DataFrame(
+            {"subreddit": members.names.tolist(), "n_users": members.n_users,
+             "n_posts": members.n_posts},
+            schema=COUNTS_SCHEMA,
+        ),
+        out / "counts.parquet",
+    )  # fmt: skip
+    users = np.repeat(
+        np.arange(len(members.user_indptr) - 1, dtype=np.int64), np.diff(members.user_indptr)
+    )
+    write_parquet(
+        pl.DataFrame({"user": users, "code": members.user_codes}, schema=MEMBERSHIPS_SCHEMA),
+        out / "memberships.parquet",
+    )
+    log.info(
+        "bucket %d of %d: %d users, %d memberships, %d subreddits",
+        bucket, buckets, len(members.user_indptr) - 1, len(members.user_codes), len(members.names),
+    )  # fmt: skip
+    return members
+
+
+def read_bucket_memberships(bucket_dir: str | Path) -> Memberships:
+    folder = Path(bucket_dir)
+    counts = pl.read_parquet(folder / "counts.parquet")
+    pairs = pl.read_parquet(folder / "memberships.parquet")
+    users = pairs["user"].to_numpy()
+    n_users = int(users[-1]) + 1 if len(users) else 0
+    indptr = np.zeros(n_users + 1, dtype=np.int64)
+    np.cumsum(np.bincount(users, minlength=n_users), out=indptr[1:])
+    return Memberships(
+        names=np.array(counts["subreddit"].to_list(), dtype=object),
+        n_posts=counts["n_posts"].to_numpy().astype(np.int64),
+        n_users=counts["n_users"].to_numpy().astype(np.int64),
+        user_indptr=indptr,
+        user_codes=pairs["code"].to_numpy().astype(np.int64),
+    )
+
+
+# --------------------------------------------------------------------------- step 2: counts
+
+
+def write_bucket_subreddits(
+    counts_files: list[str | Path], settings: GraphTopSettings, out: str | Path
+) -> pl.DataFrame:
+    """The subreddit table of the data contract from the buckets' counts."""
+    for key, low in (("top_n", 1), ("min_posts", 0)):
+        if getattr(settings, key) < low:
+            raise ConfigError(f"graph.{key}: must be at least {low}, got {getattr(settings, key)}")
+    counts = (
+        pl.scan_parquet([str(p) for p in counts_files])
+        .group_by("subreddit")
+        .agg(pl.col("n_users").sum(), pl.col("n_posts").sum())
+        .sort("subreddit")
+        .collect()
+        .cast(COUNTS_SCHEMA)
+    )
+    table = rank_subreddits(counts, settings.top_n, settings.min_posts)
+    write_parquet(table, out)
+    return table
+
+
+def kept_subreddits(subreddits: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Names (sorted: column j of the incidence is names[j]) and users of the kept subreddits."""
+    kept = subreddits.filter("kept").sort("subreddit")
+    return np.array(kept["subreddit"].to_list(), dtype=object), kept["n_users"].to_numpy()
+
+
+# --------------------------------------------------------------------------- step 3: map
+
+
+def write_bucket_overlaps(
+    bucket_dir: str | Path, subreddits_file: str | Path, block_mb: float, out_dir: str | Path
+) -> dict:
+    """overlaps.parquet: the bucket's co-membership counts (row, col, overlap) of kept
+    subreddits (indices into the sorted kept names; row != col, overlap > 0), sorted by row;
+    overlaps.json: the bucket's users and memberships of kept subreddits."""
+    members = read_bucket_memberships(bucket_dir)
+    subreddits = pl.read_parquet(subreddits_file)
+    names, _ = kept_subreddits(subreddits)
+    incidence = build_incidence(members, subreddits)
+    del members
+    # the bucket's kept subreddits are a subset of all kept ones: its columns, renumbered
+    to_global = np.searchsorted(names, incidence.names).astype(np.int32)
+    at, a = incidence.by_subreddit, incidence.by_user
+    out = Path(out_dir)
+    appender = ParquetAppender(out / "overlaps.parquet")
+    try:
+        # the reduce's blocks of rows (global row numbers), each written as its own row groups,
+        # so that the reduce's filter on a block's rows skips every other row group
+        for first, last in block_ranges(len(names), rows_per_block(len(names), block_mb)):
+            start, stop = np.searchsorted(to_global, [first, last])
+            if start == stop:
+                continue
+            block = (at[start:stop] @ a).tocoo()  # row by row: the file is sorted by row
+            rows = to_global[block.row + start]
+            cols = to_global[block.col]
+            off_diagonal = rows != cols
+            frame = pl.DataFrame(
+                {"row": rows[off_diagonal], "col": cols[off_diagonal],
+                 "overlap": block.data[off_diagonal].astype(np.int64)},
+                schema=OVERLAPS_SCHEMA,
+            )  # fmt: skip
+            if frame.height:
+                appender.write(frame)
+        appender.close(empty=pl.DataFrame(schema=OVERLAPS_SCHEMA))
+    except BaseException:
+        appender.discard()
+        raise
+    stats = {
+        "users_of_kept_subreddits": int(a.shape[0]),
+        "memberships_of_kept_subreddits": int(a.nnz),
+    }
+    write_json(stats, out / "overlaps.json")
+    log.info("bucket %s: %d overlap entries, %s", bucket_dir, appender.rows, stats)
+    return stats
+
+
+# --------------------------------------------------------------------------- step 4: reduce
+
+
+@numba.njit(nogil=True, cache=True)
+def _sum_by_row(rows, cols, counts, n_rows, n_cols):
+    """CSR (indptr, cols, counts) of (row, col, count) entries with the counts of equal
+    (row, col) added up (one entry per bucket that has the pair): a counting sort by row, then
+    one dense accumulator of the columns, reset after each row."""
+    start = np.zeros(n_rows + 1, dtype=np.int64)
+    for r in rows:
+        start[r + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    slot = start[:-1].copy()
+    by_row = np.empty(rows.shape[0], dtype=np.int64)
+    for i in range(rows.shape[0]):
+        by_row[slot[rows[i]]] = i
+        slot[rows[i]] += 1
+    total = np.zeros(n_cols, dtype=np.int64)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    out_cols = np.empty(rows.shape[0], dtype=np.int64)
+    out_counts = np.empty(rows.shape[0], dtype=np.int64)
+    n = 0
+    for r in range(n_rows):
+        first = n
+        for p in range(start[r], start[r + 1]):
+            col = cols[by_row[p]]
+            if total[col] == 0:
+                out_cols[n] = col
+                n += 1
+            total[col] += counts[by_row[p]]
+        for q in range(first, n):
+            out_counts[q] = total[out_cols[q]]
+            total[out_cols[q]] = 0
+        indptr[r + 1] = n
+    return indptr, out_cols[:n], out_counts[:n]
+
+
+@numba.njit(nogil=True, cache=True)
+def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap, out_count):
+    """Top-k of every row of a CSR block of overlap counts (rows start, start + 1, ...), both
+    measures: the keys, heap and tie rule of build._fused_top_k, given the overlaps."""
+    heap_keys = np.empty(k, dtype=np.float64)
+    heap_cols = np.empty(k, dtype=np.int64)
+    heap_overlaps = np.empty(k, dtype=np.int64)
+    for r in range(indptr.shape[0] - 1):
+        size_row = float(sizes[start + r])
+        for measure in range(2):
+            n = 0
+            for p in range(indptr[r], indptr[r + 1]):
+                col = cols[p]
+                o = float(counts[p])
+                if measure == 0:
+                    key = o / (size_row + float(sizes[col]) - o)
+                else:
+                    key = (o * o) / (size_row * float(sizes[col]))
+                if n < k:  # fill the heap, then heapify once
+                    heap_keys[n] = key
+                    heap_cols[n] = col
+                    heap_overlaps[n] = counts[p]
+                    n += 1
+                    if n == k:
+                        for i in range(k // 2 - 1, -1, -1):
+                            _sift_down(heap_keys, heap_cols, heap_overlaps, k, i)
+                elif _worse(heap_keys[0], heap_cols[0], key, col):
+                    heap_keys[0] = key
+                    heap_cols[0] = col
+                    heap_overlaps[0] = counts[p]
+                    _sift_down(heap_keys, heap_cols, heap_overlaps, k, 0)
+            if n < k:
+                for i in range(n // 2 - 1, -1, -1):
+                    _sift_down(heap_keys, heap_cols, heap_overlaps, n, i)
+            out_count[measure, r] = n
+            for last in range(n - 1, -1, -1):  # pop the worst to the back: the best ends first
+                out_cols[measure, r, last] = heap_cols[0]
+                out_overlap[measure, r, last] = heap_overlaps[0]
+                heap_keys[0] = heap_keys[last]
+                heap_cols[0] = heap_cols[last]
+                heap_overlaps[0] = heap_overlaps[last]
+                _sift_down(heap_keys, heap_cols, heap_overlaps, last, 0)
+
+
+def block_top_k_from_overlaps(
+    overlaps: pl.DataFrame, start: int, stop: int, sizes: np.ndarray, k: int
+) -> BlockNeighbours:
+    """Top-k neighbours of rows [start, stop) from the buckets' (row, col, overlap) counts of
+    those rows (a pair once per bucket that has it: added up here)."""
+    n_rows = stop - start
+    indptr, summed_cols, summed = _sum_by_row(
+        overlaps["row"].to_numpy().astype(np.int64) - start,
+        overlaps["col"].to_numpy().astype(np.int64),
+        overlaps["overlap"].to_numpy().astype(np.int64),
+        n_rows,
+        len(sizes),
+    )
+    cols = np.empty((2, n_rows, k), dtype=np.int64)
+    top_overlaps = np.empty((2, n_rows, k), dtype=np.int64)
+    count = np.zeros((2, n_rows), dtype=np.int64)
+    _top_k_of_rows(indptr, summed_cols, summed, start, sizes, k, cols, top_overlaps, count)
+    return selected_neighbours(cols, top_overlaps, count, start, sizes, k)
+
+
+def reduce_buckets(
+    subreddits_file: str | Path,
+    overlap_files: list[str | Path],
+    stats_files: list[str | Path],
+    settings: GraphSettings,
+    threads: int = 1,
+) -> GraphResult:
+    """The stage's result from the buckets' subreddit table and co-membership counts."""
+    check_settings(settings)
+    if len(stats_files) != len(overlap_files):
+        raise ConfigError(
+            f"--bucket-stats: one per bucket, got {len(stats_files)} for {len(overlap_files)} "
+            "overlap files"
+        )
+    subreddits = pl.read_parquet(subreddits_file)
+    names, sizes = kept_subreddits(subreddits)
+    scan = pl.scan_parquet([str(p) for p in overlap_files], schema=OVERLAPS_SCHEMA)
+
+    def block(bounds: tuple[int, int]) -> BlockNeighbours:
+        start, stop = bounds
+        rows = scan.filter(pl.col("row").is_between(start, stop - 1)).collect()
+        return block_top_k_from_overlaps(rows, start, stop, sizes, settings.k)
+
+    def blocks() -> Iterator[BlockNeighbours]:
+        ranges = block_ranges(len(names), rows_per_block(len(names), settings.block_mb))
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            yield from pool.map(block, ranges)
+
+    neighbours = neighbours_frame(blocks(), names, sizes)
+    stats = [read_json(p) for p in stats_files]
+    return GraphResult(
+        subreddits=subreddits,
+        neighbours=neighbours,
+        n_users=sum(s["users_of_kept_subreddits"] for s in stats),
+        n_memberships=sum(s["memberships_of_kept_subreddits"] for s in stats),
+    )
