@@ -57,20 +57,14 @@ def test_the_benchmarks_are_found():
     assert set(DONE) <= names and SLOW <= names
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.stem)
-def test_every_benchmark_has_the_tiny_option(script):
-    """Imports and parses its arguments (the vLLM ones too, where vllm is absent)."""
-    proc = _run(script, "--help", timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "--tiny" in proc.stdout
-
-
 @pytest.mark.parametrize(
     "script",
     [pytest.param(s, marks=pytest.mark.slow) if s.stem in SLOW else s for s in SCRIPTS],
     ids=lambda s: s.stem,
 )
 def test_every_benchmark_runs_at_tiny_size(script):
+    """Imports, parses its arguments and runs to its last line (a vLLM benchmark where vllm is
+    absent: imports, parses its arguments and says why it stops)."""
     proc = _run(script, "--tiny", timeout=900 if script.stem in SLOW else 300)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{script.name} --tiny failed:\n{output[-4000:]}"
