@@ -96,7 +96,7 @@ class Cleaner:
         self._posts = [
             pl.col("post_id"),
             pl.col("kind"),
-            pl.col("subreddit").str.to_lowercase().alias("subreddit"),
+            pl.col("subreddit"),
             pl.col("author"),
             ts.floor().cast(pl.Int64).alias("created_utc"),
             pl.col("text"),
@@ -138,7 +138,18 @@ class Cleaner:
                 .otherwise(pl.col("title") + "\n\n" + pl.col("text"))
             )
             frame = frame.with_columns(frame["text"].scatter(rows, joined.to_series()))
-        return frame.select(self._posts)
+        return frame.with_columns(_lowercase(frame["subreddit"])).select(self._posts)
+
+
+def _lowercase(names: pl.Series) -> pl.Series:
+    """Subreddit names lowercased: a chunk holds few distinct names, so they are lowercased once
+    each and replaced where they differ (a fifth of the cost of lowercasing every value)."""
+    distinct = names.unique()
+    lowered = distinct.str.to_lowercase()
+    changed = (distinct != lowered).fill_null(False)
+    if not changed.any():
+        return names
+    return names.replace(distinct.filter(changed), lowered.filter(changed))
 
 
 # --------------------------------------------------------------------------- duplicates
