@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 import polars as pl
-from tiny import parse_args, skip  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args, skip  # bench/, the script's folder
 
 
 def make_vocabulary(size: int) -> np.ndarray:

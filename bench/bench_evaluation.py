@@ -17,7 +17,7 @@ from pathlib import Path
 from splits.config.templates import CM_SLOTS
 from splits.evaluation.classify import cm_slot_values, lexical_decision, parse_answer
 from splits.evaluation.common import parse_template
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # bench/, the script's folder
 
 PAPER = (
     Path(__file__).resolve().parents[2]

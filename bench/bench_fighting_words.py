@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import polars as pl
-from tiny import parse_args, skip  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args, skip  # bench/, the script's folder
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # bench/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_BLOCK_MB = 256  # splits.graph.build.DEFAULT_BLOCK_MB (not imported: see measure())

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from splits.evaluation.group_splits import group_splits_table
 from splits.evaluation.metrics import comparisons_table, splits_table
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # bench/, the script's folder
 
 DEMOGRAPHICS = ["black", "catholic", "construction", "hindu_jain_sikh", "jewish", "teacher"]
 

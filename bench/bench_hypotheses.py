@@ -41,7 +41,7 @@ from splits.hypotheses.lift import (  # noqa: E402
 )
 from splits.hypotheses.retrieval import Pool, PoolIndex  # noqa: E402
 from splits.text import STOP_WORDS  # noqa: E402
-from tiny import parse_args, skip  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args, skip  # bench/, the script's folder
 
 K_FRACTIONS = (0.005, 0.01, 0.02, 0.05, 0.10)
 PAPER_HYPOTHESES = 23_000

@@ -29,7 +29,7 @@ import zstandard
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ingest import run_measured, settings  # noqa: E402
 from splits.ingest.settings import IngestSettings, SynthSettings  # noqa: E402
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # bench/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 BYTES_PER_POST = 260  # what the generator writes per post in the RC_ file, measured

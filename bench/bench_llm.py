@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from splits.llm import Backend, Completion, Request, load_model, register_builtin
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # bench/, the script's folder
 
 
 @register_builtin("bench_echo")

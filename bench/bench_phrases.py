@@ -23,7 +23,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bm25 import make_texts, make_vocabulary  # noqa: E402
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # bench/, the script's folder
 
 
 def main() -> None:

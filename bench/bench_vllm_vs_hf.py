@@ -82,7 +82,9 @@ def main() -> None:
     args = parse_args(parser, prompts=8, limit=8, max_tokens=8, max_model_len=512)
     if importlib.util.find_spec("vllm") is None:
         message = "vllm is not importable here (envs/vllm-cpu.sh or envs/vllm-cuda.sh)"
-        skip(message) if args.tiny else sys.exit(message)
+        if args.tiny:
+            skip(message)
+        sys.exit(message)
 
     import bench_llm_engines as engines
 
