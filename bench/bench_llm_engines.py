@@ -21,9 +21,10 @@ engine's tokens/s to release-hf's (the peer measured in the same run).
     # a GPU machine, the paper's CM (4 GPUs):
     python bench/bench_llm_engines.py --model meta-llama/Llama-3.1-70B-Instruct \\
         --tensor-parallel-size 4 --rows results/evaluation/subsample/rows-500.parquet
-    # a tiny random-weight model, 8 short prompts (a smoke check, not a measurement; skipped
-    # where vllm cannot be imported):
-    python bench/bench_llm_engines.py --tiny --rows results/evaluation/subsample/rows-400.parquet
+    # a tiny random-weight model, 8 short prompts (a smoke check, not a measurement; the HF
+    # paths on CPU without vllm):
+    python bench/bench_llm_engines.py --tiny --engines release-hf transformers \\
+        --rows results/evaluation/subsample/rows-400.parquet
 """
 
 from __future__ import annotations
@@ -162,12 +163,16 @@ def main() -> None:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     parser.add_argument("--chunk-size", type=int, default=4096, help="vllm prompts per call")
     # --tiny: a tiny random-weight local model, a few short prompts (a smoke check, not a
-    # measurement); skipped where vllm cannot be imported (its engine is what is measured)
+    # measurement); it stops, saying why, where an engine asked for is vllm and vllm cannot be
+    # imported, or where no rows are given
     args = parse_args(parser, limit=8, max_tokens=8, max_post_chars=200, dtype="float32")
-    if args.tiny and importlib.util.find_spec("vllm") is None:
+    if args.tiny and "vllm" in args.engines and importlib.util.find_spec("vllm") is None:
         skip("vllm is not importable here (envs/vllm-cpu.sh or envs/vllm-cuda.sh)")
     if args.rows is None:
-        sys.exit("--rows is required (an evaluation rows Parquet)")
+        message = "--rows is required (an evaluation rows Parquet, splits theorize subsample's)"
+        if args.tiny:
+            skip(message)
+        sys.exit(message)
     if args.tiny == bool(args.model):
         sys.exit("give exactly one of --model or --tiny")
     if args.tiny:
