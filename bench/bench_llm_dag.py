@@ -264,12 +264,12 @@ def main() -> None:
         )
         batch = measure("batch", None, root, args.load_s, tiny=args.tiny)
         served = measure("served", None, root, args.load_s, served=True, tiny=args.tiny)
-        was = f"{before[0]['load_s']:.0f}" if before else "not measured"
+        was = f"{before[0]['load_s']:.0f} s" if before else "not measured"
         for prefix, runs in (("batch mode: ", batch), ("", served)):
             print(
                 f"{prefix}engine builds: {runs[0]['builds']} for {len(models)} models; cached "
                 f"re-run: {runs[1]['builds']} builds; simulated load {runs[0]['load_s']:.0f} s "
-                f"(was {was} s)"
+                f"(was {was})"
             )
     finally:
         if args.keep:
