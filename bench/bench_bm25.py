@@ -16,10 +16,12 @@ the paper's topics.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 
 import numpy as np
 import polars as pl
+from tiny import parse_args, skip  # bench/, the script's folder
 
 
 def make_vocabulary(size: int) -> np.ndarray:
@@ -212,7 +214,19 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--demographics", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parse_args(
+        parser,
+        sizes=[2000],
+        retrieval_posts=3000,
+        queries=3,
+        k=100,
+        vocab=5000,
+        rank_bm25_queries=1,
+        topics=5,
+        demographics=2,
+    )
+    if args.tiny and importlib.util.find_spec("bm25s") is None:
+        skip("bm25s, the peer, is not installed (the bench extra: pip install -e '.[bench]')")
     rng = np.random.default_rng(args.seed)
     for size in args.sizes:
         bench_size(size, args, rng)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+from tiny import parse_args  # bench/, the script's folder
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
 
@@ -148,7 +149,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=500, help="evaluation rows")
     parser.add_argument("--calls", type=int, default=2000, help="python TM calls")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parse_args(parser, theories=500, rows=20, calls=50)
     with tempfile.TemporaryDirectory() as folder:
         bench_precomputed(args, Path(folder))
         bench_callable(args, Path(folder))

@@ -9,6 +9,7 @@
     python bench/bench_dag.py                      # runs the default pipeline once first
     python bench/bench_dag.py --finished DIR       # DIR: a repo copy with a finished default run
     python bench/bench_dag.py --topics 20 --ks 4   # smaller sizes
+    python bench/bench_dag.py --tiny               # 20 topics, 2 k, the dry runs only
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 import yaml
+from tiny import parse_args  # bench/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_TOPICS = REPO.parent / "shared" / "reference" / "splits-upstream" / "topics.json"
@@ -90,6 +92,10 @@ def paper_config(workdir: Path, n_topics: int, n_tms: int, n_cms: int, n_ks: int
     config["evaluation"]["experiments"] = {
         "paper": {"rows": 500, "tms": tms, "cms": cms, "ks": KS[:n_ks]}
     }
+    # the hypotheses read an oracle TM's theories: of this config's experiment, its largest k
+    config["hypotheses"]["theories"] = [
+        {"experiment": "paper", "tm": tm, "k": max(KS[:n_ks])} for tm in tms[1:2]
+    ]
     path = workdir / "config" / "bench.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -111,7 +117,9 @@ def main() -> int:
     parser.add_argument("--ks", type=int, default=8, choices=range(1, len(KS) + 1))
     parser.add_argument("--finished", type=Path, help="repo copy with a finished default run")
     parser.add_argument("--skip-noop", action="store_true", help="only the DAG build")
-    args = parser.parse_args()
+    # --tiny: the dry-run DAG builds of a small paper-sized config only (the no-op re-run needs
+    # a finished default run, minutes)
+    args = parse_args(parser, topics=20, tms=2, cms=1, ks=2, skip_noop=True)
 
     with tempfile.TemporaryDirectory(prefix="bench_dag_") as tmp:
         workdir = Path(tmp) / "repo"

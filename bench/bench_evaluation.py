@@ -17,6 +17,7 @@ from pathlib import Path
 from splits.config.templates import CM_SLOTS
 from splits.evaluation.classify import cm_slot_values, lexical_decision, parse_answer
 from splits.evaluation.common import parse_template
+from tiny import parse_args  # bench/, the script's folder
 
 PAPER = (
     Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parse_args(parser, rows=100)
     rng = random.Random(args.seed)
     words = "the game was fun rosary parish grading students lesson mass budget hoop".split()
 

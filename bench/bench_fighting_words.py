@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+from tiny import parse_args, skip  # bench/, the script's folder
 
 
 def main() -> None:
@@ -23,7 +24,10 @@ def main() -> None:
     parser.add_argument("--reference", type=Path, default=Path("../shared/reference"))
     parser.add_argument("--copies", type=int, default=4, help="the posts repeated this many times")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, copies=1, repeats=1)
+    dreaddit = args.reference / "realdata" / "dreaddit" / "dreaddit-train.csv"
+    if not dreaddit.is_file():
+        skip(f"no reference data at {dreaddit} (see tests/conftest.py: reference_dir)")
 
     import convokit
     from sklearn.feature_extraction.text import CountVectorizer
@@ -31,7 +35,7 @@ def main() -> None:
     from splits.text import words
 
     frame = pl.read_csv(
-        args.reference / "realdata" / "dreaddit" / "dreaddit-train.csv",
+        dreaddit,
         columns=["subreddit", "text"],
     )
     texts_a = frame.filter(pl.col("subreddit").is_in(["ptsd", "anxiety"]))["text"].to_list()

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tiny import parse_args  # bench/, the script's folder
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_BLOCK_MB = 256  # splits.graph.build.DEFAULT_BLOCK_MB (not imported: see measure())
 
@@ -126,8 +128,9 @@ def bench_one(args, scale: float, workdir: Path) -> dict:
     memberships, n_posts = (int(x) for x in out.split()[-2:])
     posts, npz = workdir / "posts.parquet", workdir / "incidence.npz"
     stage_argv = [sys.executable, "-m", "splits.cli", "graph", "--posts", str(posts)]
-    stage_argv += ["--top-n", str(n_subs), "--min-posts", "20", "--k", str(args.k)]
-    stage_argv += ["--threads", str(args.threads), "--block-mb", str(args.block_mb)]
+    # the graph section's settings, as the workflow's rule passes them (splits.graph.settings)
+    graph = {"top_n": n_subs, "min_posts": 20, "k": args.k, "block_mb": args.block_mb}
+    stage_argv += ["--threads", str(args.threads), "--settings", json.dumps(graph)]
     stage_argv += ["--out-dir", str(workdir / "graph")]
     stage_wall, stage_mem, _, stage_log, stage_cpu = measure(stage_argv)
     for line in stage_log.splitlines():
@@ -263,7 +266,7 @@ def main() -> int:
         "step a process, next to the one-job stage and the bare product",
     )
     parser.add_argument("--generate", nargs=5, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args(parser, subreddits=100, users=3000, memberships=30000, scales=[0.5, 1.0], k=5)
     if args.generate:
         out, n_subs, n_users, n_memb, seed = args.generate
         _, _, memberships, n_posts = generate(

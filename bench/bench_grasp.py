@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from splits.agreement import RatingMatrix  # noqa: E402
 from splits.probes.grasp import RaterGroup, grasp  # noqa: E402
+from tiny import parse_args  # noqa: E402 - bench/, the script's folder
 
 
 def make_matrix(n_items: int, n_raters: int, n_cat: int, missing: float, seed: int = 0):
@@ -57,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peer-permutations", type=int, default=100, help="permutations timed for the peer"
     )
-    args = parser.parse_args(argv)
+    args = parse_args(
+        parser, argv, items=30, raters=20, group_size=8, permutations=20, peer_permutations=5
+    )
 
     import krippendorff
 

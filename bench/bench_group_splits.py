@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 from splits.evaluation.group_splits import group_splits_table
 from splits.evaluation.metrics import comparisons_table, splits_table
+from tiny import parse_args  # bench/, the script's folder
 
 DEMOGRAPHICS = ["black", "catholic", "construction", "hindu_jain_sikh", "jewish", "teacher"]
 
@@ -53,7 +54,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1000)
     parser.add_argument("--topics", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parse_args(parser, rows=50, topics=10)
     tms = ["strong-1", "strong-2", "weak-1", "weak-2"]
     frame = predictions(args.rows, args.topics, tms, args.seed)
     groups = [("strong", tms[:2]), ("weak", tms[2:])]

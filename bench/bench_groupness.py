@@ -35,6 +35,7 @@ from splits.demographics.groupness import (  # noqa: E402
 )
 from splits.demographics.settings import GroupnessSettings  # noqa: E402
 from splits.io import write_parquet  # noqa: E402
+from tiny import parse_args  # noqa: E402 - bench/, the script's folder
 
 
 def make_posts(n_posts: int, n_users: int, n_subreddits: int, seed: int = 0) -> pl.DataFrame:
@@ -87,7 +88,7 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=0, help="default: posts / 20")
     parser.add_argument("--subreddits", type=int, default=5000)
     parser.add_argument("--no-peer", action="store_true")
-    args = parser.parse_args()
+    args = parse_args(parser, posts=20000, subreddits=200)
     n_users = args.users or max(100, args.posts // 20)
 
     with tempfile.TemporaryDirectory() as tmp:

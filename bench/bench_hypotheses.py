@@ -20,6 +20,7 @@ bert-base-uncased's size (12 layers, hidden 768), so its time is that of the rea
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import resource
 import sys
 import time
@@ -40,6 +41,7 @@ from splits.hypotheses.lift import (  # noqa: E402
 )
 from splits.hypotheses.retrieval import Pool, PoolIndex  # noqa: E402
 from splits.text import STOP_WORDS  # noqa: E402
+from tiny import parse_args, skip  # bench/, the script's folder
 
 K_FRACTIONS = (0.005, 0.01, 0.02, 0.05, 0.10)
 PAPER_HYPOTHESES = 23_000
@@ -278,7 +280,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-triviality", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parse_args(
+        parser,
+        pools=2,
+        posts=300,
+        lexicons=20,
+        vocab=3000,
+        rank_bm25_queries=2,
+        triviality_lexicons=4,
+        bert="tiny",
+    )
+    if args.tiny and importlib.util.find_spec("bm25s") is None:
+        skip("bm25s, the peer, is not installed (the bench extra: pip install -e '.[bench]')")
     rng = np.random.default_rng(args.seed)
     bench_retrieval(args, rng)
     if not args.skip_triviality:

@@ -29,6 +29,7 @@ import zstandard
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ingest import run_measured, settings  # noqa: E402
 from splits.ingest.settings import IngestSettings, SynthSettings  # noqa: E402
+from tiny import parse_args  # bench/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 BYTES_PER_POST = 260  # what the generator writes per post in the RC_ file, measured
@@ -70,7 +71,7 @@ def main() -> int:
         "--chunk-mb", type=float, help="bytes parsed per chunk (default: ingest.chunk_mb)"
     )
     parser.add_argument("--workdir", default=None)
-    args = parser.parse_args()
+    args = parse_args(parser, mb=1.0)
     base = Path(args.workdir or tempfile.mkdtemp(prefix="bench_ingest_compressed."))
     plain = make_rc(base, args.mb)
     data = plain.read_bytes()

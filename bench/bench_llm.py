@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from splits.llm import Backend, Completion, Request, load_model, register_builtin
+from tiny import parse_args  # bench/, the script's folder
 
 
 @register_builtin("bench_echo")
@@ -112,7 +113,7 @@ def main() -> None:
     parser.add_argument(
         "--cache-requests", type=int, default=2000, help="requests for the cache benchmark"
     )
-    args = parser.parse_args()
+    args = parse_args(parser, requests=16, latency_ms=1.0, levels=[1, 4], cache_requests=100)
     bench_openai(args.requests, args.latency_ms / 1000, args.levels)
     bench_cache(args.cache_requests)
 

@@ -13,8 +13,9 @@ For each tree, two runs in a fresh copy: a full run, then a re-run of every LLM 
 answer cached (``--forcerun`` of the LLM rules). "Before" is the tree at ``--before-ref`` (by
 default the last commit where every job built its engine when it started); "batch" is this tree
 with the config as it is; "served" is this tree with ``llm.serve.enabled: true`` (the other
-``llm.serve`` keys at their defaults; the run stops its servers when it ends, so the cached
-re-run starts from none). Per run it prints the builds by command (``serve run``: a model's
+``llm.serve`` keys at their defaults but ``idle_timeout_s``, set longer than the run so that the
+count does not depend on the machine's speed; the run stops its servers when it ends, so the
+cached re-run starts from none). Per run it prints the builds by command (``serve run``: a model's
 server) and the simulated load seconds (the stand-ins' own load times, summed); then one line
 per mode of this tree, served last:
 
@@ -26,6 +27,7 @@ of the before tree.
 
     python bench/bench_llm_dag.py                      # both trees, load 1 s per build
     python bench/bench_llm_dag.py --load-s 5 --skip-before
+    python bench/bench_llm_dag.py --tiny               # each tree's DAG (dry run) and stand-in
 """
 
 from __future__ import annotations
@@ -46,12 +48,19 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 import standin_engine  # noqa: E402
+from tiny import parse_args  # noqa: E402
 
 #: the last commit of the eager structure (one engine built by every LLM job at its start)
 BEFORE_REF = "ac3a225"
 IGNORE = shutil.ignore_patterns(
     "results", "logs", "benchmarks", ".snakemake", ".git", "__pycache__", "*.egg-info"
 )
+#: ``llm.serve.idle_timeout_s`` of the served runs: longer than any run, so that a model's
+#: server lives from its first job to the end of the run (the run stops it) on a machine of any
+#: speed; with the default (300 s), a slow machine where the gap between a model's TM and CM
+#: batches passes it counts a second build of that model, which says nothing of the structure
+SERVED_IDLE_TIMEOUT_S = 86_400
+TINY_POSTS = 20_000  # --tiny: the generated corpus's posts
 #: rules whose jobs talk to a model, in either tree
 LLM_RULES = (
     "evaluation_tm_batch",
@@ -80,8 +89,9 @@ def map_ks(ks: list[int], limit: int) -> list[int]:
     return sorted(out)
 
 
-def paper_on_sample(repo: Path) -> dict:
-    """config/config.yaml with config/paper.yaml's models, experiments, verifier and probes."""
+def paper_on_sample(repo: Path, tiny: bool = False) -> dict:
+    """config/config.yaml with config/paper.yaml's models, experiments, verifier and probes;
+    ``tiny``: a corpus of TINY_POSTS posts and each experiment's smallest k only."""
     config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     paper = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     config["models"] = {**config["models"], **paper["models"]}
@@ -89,6 +99,10 @@ def paper_on_sample(repo: Path) -> dict:
     experiments = paper["evaluation"]["experiments"]
     for experiment in experiments.values():
         experiment["ks"] = map_ks(experiment["ks"], limit)
+        if tiny:
+            experiment["ks"] = experiment["ks"][:1]
+    if tiny:
+        config["synth"]["posts"] = TINY_POSTS
     config["evaluation"]["experiments"] = experiments
     for key in ("tm_prompt", "cm_prompt", "tm_sampling", "cm_sampling", "max_post_chars"):
         config["evaluation"][key] = paper["evaluation"][key]
@@ -149,13 +163,13 @@ def command_of(build: dict) -> str:
 
 
 def measure(
-    label: str, ref: str | None, root: Path, load_s: float, served: bool = False
+    label: str, ref: str | None, root: Path, load_s: float, served: bool = False, tiny: bool = False
 ) -> list[dict]:
     """Full run and cached re-run of one tree; returns [first, rerun] summaries."""
     tree = checkout(ref, root / label)
-    config = paper_on_sample(tree)
+    config = paper_on_sample(tree, tiny)
     if served:
-        config["llm"] = {"serve": {"enabled": True}}
+        config["llm"] = {"serve": {"enabled": True, "idle_timeout_s": SERVED_IDLE_TIMEOUT_S}}
     (tree / "config" / "bench.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     builds_file = root / f"{label}-builds.jsonl"
     site = standin_engine.write_sitecustomize(root / f"{label}-site", builds_file, load_s)
@@ -164,6 +178,8 @@ def measure(
         "PYTHONHASHSEED": "0",
         "PYTHONPATH": os.pathsep.join([str(site), str(tree / "workflow")]),
     }
+    if tiny:
+        return [smoke(label, tree, env, builds_file)] * 2
     rules = [r for r in LLM_RULES if f"rule {r}:" in _rule_text(tree) or r in _checkpoints(tree)]
     results = []
     for run, args in (
@@ -184,6 +200,37 @@ def measure(
     return results
 
 
+# --tiny, in a tree's environment (the stand-in installed by its sitecustomize): one engine
+# built, a self-ID verification (the rule verifier of that tree) and an unknown prompt answered
+SMOKE = """
+import json
+import standin_engine
+from splits.llm.base import Request
+engine = standin_engine.StandInEngine("smoke", {"model": "smoke", "tensor_parallel_size": 1})
+payload = {"left_context": "I am a", "match": "teacher", "right_context": " and I love it."}
+answers = engine.generate([Request(prompt="verify", payload=payload), Request(prompt="other")])
+print(json.dumps([a.text for a in answers]))
+"""
+
+
+def smoke(label: str, tree: Path, env: dict, builds_file: Path) -> dict:
+    """--tiny: the tree's DAG built (a dry run of the config) and its stand-in engine answering,
+    instead of the runs (minutes even on a tiny corpus: the DAG has over a hundred jobs)."""
+    wall = snakemake(tree, env, "--configfile", "config/bench.yaml", "--dry-run")
+    proc = subprocess.run(
+        [sys.executable, "-c", SMOKE], cwd=tree, env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        sys.exit(f"{label}: the stand-in engine failed in {tree}:\n{proc.stderr[-3000:]}")
+    builds = standin_engine.read_builds(builds_file)
+    builds_file.unlink(missing_ok=True)
+    print(
+        f"{label}, tiny: DAG dry run {wall:.0f} s; stand-in: {len(builds)} engine build, "
+        f"answers {proc.stdout.strip()}"
+    )
+    return {"builds": len(builds), "load_s": sum(b["load_s"] for b in builds), "wall_s": wall}
+
+
 def _rule_text(tree: Path) -> str:
     return "\n".join(p.read_text() for p in (tree / "workflow" / "rules").glob("*.smk"))
 
@@ -201,24 +248,28 @@ def main() -> None:
     parser.add_argument("--before-ref", default=BEFORE_REF, help="git ref of the before tree")
     parser.add_argument("--skip-before", action="store_true", help="measure this tree only")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
-    args = parser.parse_args()
+    args = parse_args(parser, load_s=0.0)
     root = Path(tempfile.mkdtemp(prefix="bench_llm_dag."))
     try:
-        config = paper_on_sample(REPO)
+        config = paper_on_sample(REPO, args.tiny)
         models = llm_models(config)
         ks = {name: e["ks"] for name, e in config["evaluation"]["experiments"].items()}
         print(
             f"paper config on the sample corpus: {len(models)} LLMs {sorted(models)}; ks {json.dumps(ks)}"
         )
-        before = None if args.skip_before else measure("before", args.before_ref, root, args.load_s)
-        batch = measure("batch", None, root, args.load_s)
-        served = measure("served", None, root, args.load_s, served=True)
-        was = f"{before[0]['load_s']:.0f}" if before else "not measured"
+        before = (
+            None
+            if args.skip_before
+            else measure("before", args.before_ref, root, args.load_s, tiny=args.tiny)
+        )
+        batch = measure("batch", None, root, args.load_s, tiny=args.tiny)
+        served = measure("served", None, root, args.load_s, served=True, tiny=args.tiny)
+        was = f"{before[0]['load_s']:.0f} s" if before else "not measured"
         for prefix, runs in (("batch mode: ", batch), ("", served)):
             print(
                 f"{prefix}engine builds: {runs[0]['builds']} for {len(models)} models; cached "
                 f"re-run: {runs[1]['builds']} builds; simulated load {runs[0]['load_s']:.0f} s "
-                f"(was {was} s)"
+                f"(was {was})"
             )
     finally:
         if args.keep:

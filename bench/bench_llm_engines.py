@@ -21,10 +21,10 @@ engine's tokens/s to release-hf's (the peer measured in the same run).
     # a GPU machine, the paper's CM (4 GPUs):
     python bench/bench_llm_engines.py --model meta-llama/Llama-3.1-70B-Instruct \\
         --tensor-parallel-size 4 --rows results/evaluation/subsample/rows-500.parquet
-    # the HF paths on CPU with a tiny random-weight model (a smoke check, not a measurement):
+    # a tiny random-weight model, 8 short prompts (a smoke check, not a measurement; the HF
+    # paths on CPU without vllm):
     python bench/bench_llm_engines.py --tiny --engines release-hf transformers \\
-        --rows results/evaluation/subsample/rows-400.parquet --limit 16 --max-tokens 16 \\
-        --max-post-chars 200 --dtype float32
+        --rows results/evaluation/subsample/rows-400.parquet
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tiny import parse_args, skip  # bench/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TEMPLATE = REPO / "resources" / "prompts" / "classify_llama3.txt"
@@ -148,8 +150,7 @@ def pipeline_backend(args, prompts: list[str], backend: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="hub id or local path (the CM)")
-    parser.add_argument("--tiny", action="store_true", help="a tiny random-weight local model")
-    parser.add_argument("--rows", required=True, help="evaluation rows Parquet")
+    parser.add_argument("--rows", help="evaluation rows Parquet (required)")
     parser.add_argument("--theories", help="theories Parquet (default: empty theories)")
     parser.add_argument("--template", default=str(DEFAULT_TEMPLATE), help="CM prompt template")
     parser.add_argument("--limit", type=int, default=500, help="rows used (0: all)")
@@ -161,7 +162,17 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     parser.add_argument("--chunk-size", type=int, default=4096, help="vllm prompts per call")
-    args = parser.parse_args()
+    # --tiny: a tiny random-weight local model, a few short prompts (a smoke check, not a
+    # measurement); it stops, saying why, where an engine asked for is vllm and vllm cannot be
+    # imported, or where no rows are given
+    args = parse_args(parser, limit=8, max_tokens=8, max_post_chars=200, dtype="float32")
+    if args.tiny and "vllm" in args.engines and importlib.util.find_spec("vllm") is None:
+        skip("vllm is not importable here (envs/vllm-cpu.sh or envs/vllm-cuda.sh)")
+    if args.rows is None:
+        message = "--rows is required (an evaluation rows Parquet, splits theorize subsample's)"
+        if args.tiny:
+            skip(message)
+        sys.exit(message)
     if args.tiny == bool(args.model):
         sys.exit("give exactly one of --model or --tiny")
     if args.tiny:

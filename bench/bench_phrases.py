@@ -23,6 +23,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bm25 import make_texts, make_vocabulary  # noqa: E402
+from tiny import parse_args  # bench/, the script's folder
 
 
 def main() -> None:
@@ -40,7 +41,7 @@ def main() -> None:
     parser.add_argument(
         "--stop-words", action="store_true", help="add two keywords made of stop words only"
     )
-    args = parser.parse_args()
+    args = parse_args(parser, posts=3000, topics=5, vocab=5000, sample=500)
     rng = np.random.default_rng(args.seed)
     vocab = make_vocabulary(args.vocab)
     texts = make_texts(args.posts, vocab, rng)

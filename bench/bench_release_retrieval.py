@@ -31,6 +31,7 @@ from splits.hypotheses.release import release_list  # noqa: E402
 from splits.hypotheses.retrieval import Pool, PoolIndex  # noqa: E402
 from splits.retrieval.bm25 import BM25Params  # noqa: E402
 from splits.text import words  # noqa: E402
+from tiny import parse_args  # noqa: E402 - bench/, the script's folder
 
 
 def corpus(n_posts: int) -> tuple[list[str], list[str]]:
@@ -119,7 +120,7 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--doc-count", type=int, default=1000)
-    args = parser.parse_args()
+    args = parse_args(parser, posts=2000, queries=5, doc_count=100)
     ids, texts = corpus(args.posts)
     lexicons = queries(texts, args.queries)
 

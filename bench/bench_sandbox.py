@@ -44,9 +44,10 @@ sys.path.insert(0, str(BENCH.parent / "workflow"))
 sys.path.insert(0, str(BENCH))
 
 from bench_hypotheses import K_FRACTIONS, build_bert, make_lexicons, make_posts  # noqa: E402
+from splits.config.schema import validate_config  # noqa: E402
 from splits.hypotheses.engine import HypothesisEngine  # noqa: E402
 from splits.hypotheses.lexicon import Hypothesis  # noqa: E402
-from splits.hypotheses.lift import LiftSettings, SetResult, evaluate_pool, lift_frame  # noqa: E402
+from splits.hypotheses.lift import SetResult, evaluate_pool, lift_frame  # noqa: E402
 from splits.sandbox.query import RunSettings, Sandbox, Session, format_lexicon  # noqa: E402
 from splits.sandbox.views import (  # noqa: E402
     answer_html,
@@ -55,6 +56,7 @@ from splits.sandbox.views import (  # noqa: E402
     session_html,
 )
 from splits.text import STOP_WORDS  # noqa: E402
+from tiny import parse_args  # noqa: E402 - bench/, the script's folder
 
 TOPIC = "topic"
 GROUPS = ("a", "b")
@@ -107,7 +109,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (bert-base)")
     parser.add_argument("--http", action="store_true", help="also time the round trip via HTTP")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = parse_args(parser, posts=500, queries=5, vocab=3000)
     rng = np.random.default_rng(args.seed)
     vocab = np.array([f"w{i}" for i in range(args.vocab)], dtype=object)
     stop = np.array(sorted(STOP_WORDS), dtype=object)
@@ -121,7 +123,9 @@ def main() -> None:
         }
     )
     lexicons = make_lexicons(args.queries, texts, vocab, rng)
-    settings = RunSettings(LiftSettings(K_FRACTIONS, None, 0.05, 1))
+    # the sandbox's settings as a run's config gives them (schema defaults, these values set)
+    hypotheses = {"k_fractions": list(K_FRACTIONS), "list_size": None, "alpha": 0.05}
+    settings = RunSettings.from_config(validate_config({"seed": 1, "hypotheses": hypotheses}))
     identity = {g: [f"w{i}" for i in range(3, 12)] for g in GROUPS}
     if args.encoder == "bert-base":
         import torch

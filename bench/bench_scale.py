@@ -21,6 +21,7 @@ runs), and the table, fits and plot cover every size recorded there.
     python bench/bench_scale.py --posts 1000000            # one size, minutes
     python bench/bench_scale.py                            # 1M, 3M, 10M and 30M posts
     python bench/bench_scale.py --posts 30000000 --workdir /data/scale --results scale.json
+    python bench/bench_scale.py --tiny                     # the sample's size, a temp folder
 
 Disk: the corpus, posts table, D_d and shards take about 1.2 KB per post (checked before each
 size; corpora and results are deleted after a size unless ``--keep``).
@@ -42,6 +43,7 @@ import time
 from pathlib import Path
 
 import yaml
+from tiny import parse_args  # bench/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 IGNORE = shutil.ignore_patterns(
@@ -58,6 +60,7 @@ TARGETS = [
     "results/topics/topic_counts.csv",
     "results/dataset/export/README.md",
 ]
+TINY_POSTS = 52_000
 SYNTH_TARGET = "results/sample/synth_meta.json"
 PEAK_LINE = re.compile(r"peak memory (\d+(?:\.\d+)?) MiB")
 
@@ -281,7 +284,17 @@ def main() -> int:
     parser.add_argument("--plot", type=Path, help="log-log plot (default: WORKDIR/scale.png)")
     parser.add_argument("--keep", action="store_true", help="keep each size's results/ folder")
     parser.add_argument("--report-only", action="store_true", help="print the recorded sizes")
-    args = parser.parse_args()
+    # --tiny: the sample corpus's size (about 52,000 posts) in a folder of its own, removed after
+    tiny_dir = Path(tempfile.mkdtemp(prefix="bench_scale_tiny.")) if "--tiny" in sys.argv else None
+    args = parse_args(parser, posts=[TINY_POSTS], workdir=tiny_dir)
+    try:
+        return measure_and_report(args)
+    finally:
+        if tiny_dir is not None:
+            shutil.rmtree(tiny_dir, ignore_errors=True)
+
+
+def measure_and_report(args) -> int:
     results_path = args.results or args.workdir / "results.json"
     recorded = {}
     if results_path.is_file():

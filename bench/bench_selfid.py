@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from splits.config.definitions import load_demographics  # noqa: E402
 from splits.demographics.phrases import PhraseSet, find_phrases  # noqa: E402
+from tiny import parse_args  # noqa: E402 - bench/, the script's folder
 
 COMMON = (
     "I I I I'm I'm I’m am am a a a an as As not not Catholic teacher teachers teaching "
@@ -71,7 +72,7 @@ def main() -> int:
     )
     parser.add_argument("--peer-fraction", type=float, default=1.0, help="share timed in Python")
     parser.add_argument("--demographics", default=str(ROOT / "config" / "demographics.yaml"))
-    args = parser.parse_args()
+    args = parse_args(parser, mb=0.2)
 
     demographics = load_demographics(args.demographics)
     chosen = [d for d in demographics if args.demographic in ("all", d.key)]

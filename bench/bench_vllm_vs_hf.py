@@ -20,6 +20,7 @@ tokens per second of generation (load excluded, printed beside it).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import random
 import subprocess
@@ -29,6 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
+from tiny import parse_args, skip  # noqa: E402 - bench/, the script's folder
 
 TOPICS = "cooking recipes, baking bread, the new phone release, music, politics, sports".split(", ")
 WORDS = (
@@ -76,7 +78,13 @@ def main() -> None:
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--chunk-size", type=int, default=4096, help="vllm prompts per call")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
-    args = parser.parse_args()
+    # --tiny: 8 generated prompts, 8 new tokens; skipped where vllm cannot be imported
+    args = parse_args(parser, prompts=8, limit=8, max_tokens=8, max_model_len=512)
+    if importlib.util.find_spec("vllm") is None:
+        message = "vllm is not importable here (envs/vllm-cpu.sh or envs/vllm-cuda.sh)"
+        if args.tiny:
+            skip(message)
+        sys.exit(message)
 
     import bench_llm_engines as engines
 

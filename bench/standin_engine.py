@@ -121,7 +121,11 @@ class StandInEngine(Backend):
 
 def _selfid_rules(requests: list[Request]) -> list[Completion]:
     import polars as pl
-    from splits.demographics.verify import rule_reasons
+
+    try:
+        from splits.demographics.verify import rule_reasons
+    except ModuleNotFoundError:  # the tree before the demographics package (bench_llm_dag's
+        from splits.selfid import rule_reasons  # "before" tree) kept it in splits.selfid
 
     frame = pl.DataFrame(
         {

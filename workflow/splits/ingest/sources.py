@@ -151,6 +151,18 @@ class InputStream(io.RawIOBase):
             self.ended = True
         return data
 
+    def _raw_readinto(self, b) -> int:
+        try:
+            n = self.raw.readinto(b)
+        except (zipfile.BadZipFile, EOFError, zlib.error, OSError) as err:
+            raise InputError(
+                f"{self.label}: read error after byte {self.consumed:,} ({err}); the file is damaged"
+            ) from err
+        self.consumed += n
+        if not n:
+            self.ended = True
+        return n
+
     def _feed(self, data: bytes) -> None:
         while data:
             if self.frame is None:
@@ -186,6 +198,10 @@ class InputStream(io.RawIOBase):
                 )
 
     def readinto(self, b) -> int:
+        if self.kind == "plain" and not self.buffer:  # straight into the caller's buffer
+            n = self._raw_readinto(b)
+            self.produced += n
+            return n
         want = len(b)
         self._fill(want)
         n = min(want, len(self.buffer))
@@ -277,19 +293,16 @@ class _Source:
 
 
 def iter_line_chunks(fh: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
-    """Byte chunks of about ``chunk_bytes`` that end at a line end (the last one may not)."""
-    rest = b""
+    """Byte chunks of about ``chunk_bytes`` that end at a line end (the last one may not).
+
+    Each chunk is read whole, then completed to its line end with ``readline`` from a small
+    buffer: one copy of the bytes besides the read itself (no leftover joined to the next
+    chunk)."""
+    reader = io.BufferedReader(fh, buffer_size=1 << 20)
     while True:
-        data = fh.read(chunk_bytes)
+        data = reader.read(chunk_bytes)
         if not data:
-            break
-        if rest:
-            data = rest + data
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            rest = data
-            continue
-        rest = data[cut + 1 :]
-        yield data[: cut + 1]
-    if rest:
-        yield rest
+            return
+        if not data.endswith(b"\n"):
+            data += reader.readline()
+        yield data
