@@ -53,6 +53,10 @@ def _snakemake(work: Path, *args: str, env: dict | None = None, limit_bytes: int
         if limit_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
+    # the hub's variables only as the test gives them: an earlier test in the same session may
+    # have set HF_HUB_OFFLINE in this process (loading a local copy of the release data does)
+    hub = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "HF_HOME")
+    inherited = {name: value for name, value in os.environ.items() if name not in hub}
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "2", *args],
@@ -60,7 +64,7 @@ def _snakemake(work: Path, *args: str, env: dict | None = None, limit_bytes: int
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONHASHSEED": "0", **(env or {})},
+        env={**inherited, "PYTHONHASHSEED": "0", **(env or {})},
         preexec_fn=cap,
     )
     return proc, time.perf_counter() - started
