@@ -438,6 +438,28 @@ def test_titles_streamed_in_small_chunks_equal_json_load(tmp_path, indent):
     }
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_titles_of_an_id_given_twice_keep_the_first(tmp_path, indent):
+    """An id repeated in conversations.json keeps its first title (one row per id, in file
+    order), by both readers; without repeats every id comes back once, in file order."""
+    from splits.ingest.sources import _Source
+    from splits.ingest.titles import read_titles
+
+    entries = [(f"id{i}", {"meta": {"title": f"t{i}"}, "vectors": []}) for i in range(50)]
+    entries.insert(30, ("id7", {"meta": {"title": "second"}, "vectors": []}))
+    text = json.dumps(dict(entries[:30]), indent=indent)[:-1].rstrip() + ", "
+    text += json.dumps(dict(entries[30:]), indent=indent)[1:].lstrip()
+    d = _write_corpus(tmp_path / "t", [_line(_utt("id0", "id0"))], {})
+    (d / "conversations.json").write_text(text)
+    got = read_titles(_Source(d), chunk_bytes=97)
+    assert got["conversation_id"].to_list() == [f"id{i}" for i in range(50)]
+    assert got["title"].to_list() == [f"t{i}" for i in range(50)]
+    (d / "conversations.json").write_text(json.dumps(dict(entries[:30]), indent=indent))
+    assert read_titles(_Source(d), chunk_bytes=97)["title"].to_list() == [
+        f"t{i}" for i in range(30)
+    ]
+
+
 def test_bad_line_deep_in_a_big_chunk_costs_one_small_slow_piece(tmp_path):
     """One malformed line among thousands: the chunk is split around it (only a small piece
     goes line by line) and every valid line is kept; float timestamps later in the file

@@ -19,8 +19,6 @@ import time
 from splits import __version__
 from splits.errors import ConfigError, InputError
 from splits.filecheck import check_inputs, find_damaged, is_data_error, os_errno, os_error_line
-from splits.llm.base import LLMError
-from splits.llm.secrets import ScrubbingFilter, scrub_secrets
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -165,6 +163,33 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
 
+# The LLM layer (its package imports jsonschema and the model registry: ~0.1 s) is imported only
+# by the subcommands that call a model. Until one has imported it, no secret can have been
+# registered and no LLMError raised, so the scrubbing and the model-error line look it up in
+# sys.modules instead of importing it for every command.
+_SECRETS_MODULE = "splits.llm.secrets"
+
+
+def scrub_secrets(text: str) -> str:
+    """``text`` with the registered secrets replaced (splits.llm.secrets), if any can exist."""
+    secrets = sys.modules.get(_SECRETS_MODULE)
+    return secrets.scrub_secrets(text) if secrets is not None else text
+
+
+class _Scrubbing(logging.Filter):
+    """splits.llm.secrets.ScrubbingFilter on each record, once that module is loaded."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = sys.modules.get(_SECRETS_MODULE)
+        return secrets.ScrubbingFilter().filter(record) if secrets is not None else True
+
+
+def _llm_errors() -> tuple[type[BaseException], ...]:
+    """LLMError once splits.llm.base is loaded (it cannot be raised before), else nothing."""
+    base = sys.modules.get("splits.llm.base")
+    return (base.LLMError,) if base is not None else ()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="splits", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -199,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     for handler in logging.getLogger().handlers:  # no API key in any log line
-        if not any(isinstance(f, ScrubbingFilter) for f in handler.filters):
-            handler.addFilter(ScrubbingFilter())
+        if not any(isinstance(f, _Scrubbing) for f in handler.filters):
+            handler.addFilter(_Scrubbing())
     start = time.perf_counter()
     try:
         check_inputs(args)  # a damaged or unreadable input: one line naming it (splits.filecheck)
@@ -218,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"splits {known.command}: input error: {scrub_secrets(str(err))}", file=sys.stderr)
         return 2
-    except LLMError as err:
+    except _llm_errors() as err:
         print(f"splits {known.command}: model error: {scrub_secrets(str(err))}", file=sys.stderr)
         return 3
     except Exception as err:  # polars and pyarrow quote an OS error in their own exceptions

@@ -31,7 +31,6 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-from splits.config.schema import load_config
 from splits.errors import ConfigError
 
 S = TypeVar("S")
@@ -124,6 +123,10 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace, cls: type[S]) -> S:
     if args.config is not None:
+        # imported here: the schema's validator (jsonschema, ~0.1 s) is needed for a config
+        # file only, not for the --settings JSON every workflow job passes
+        from splits.config.schema import load_config
+
         return settings_from_config(cls, load_config(args.config))
     try:
         values = json.loads(args.settings)

@@ -179,9 +179,11 @@ def read_titles(source: _Source, chunk_bytes: int = 1 << 24) -> pl.DataFrame:
         frames.append(pl.DataFrame({"conversation_id": ids, "title": titles}, schema=_TITLE_OUT))
     if not frames:
         return pl.DataFrame(schema=_TITLE_OUT)
-    return pl.concat(frames, rechunk=True).unique(
-        "conversation_id", keep="first", maintain_order=True
-    )
+    titles = pl.concat(frames, rechunk=True)
+    # ids are unique as ConvoKit writes them; the check costs a tenth of unique()
+    if titles["conversation_id"].n_unique() == titles.height:
+        return titles
+    return titles.unique("conversation_id", keep="first", maintain_order=True)
 
 
 class TitleIndex:
