@@ -20,7 +20,7 @@ rule graph_bucket:
         settings=settings_json(config, GraphBucketSettings),
         out_dir=lambda wildcards, output: Path(output.counts).parent,
     shell:
-        "splits graph-bucket --posts {input.posts:q} --bucket {wildcards.bucket}"
+        "splits graph-bucket --posts {input.posts:q} --bucket {wildcards.bucket:q}"
         " --out-dir {params.out_dir:q} --settings {params.settings:q} > {log:q} 2>&1"
 
 
@@ -90,5 +90,5 @@ rule graph:
         settings=settings_json(config, GraphSettings),
         out_dir=lambda wildcards, output: Path(output.subreddits).parent,
     shell:
-        "splits graph {params.inputs} --threads {threads} --out-dir {params.out_dir:q}"
+        "splits graph {params.inputs:q} --threads {threads} --out-dir {params.out_dir:q}"
         " --settings {params.settings:q} > {log:q} 2>&1"
