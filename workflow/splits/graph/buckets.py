@@ -34,8 +34,8 @@ from splits.graph.build import (
     BlockNeighbours,
     GraphResult,
     Memberships,
+    _offer,
     _sift_down,
-    _worse,
     block_ranges,
     build_incidence,
     check_settings,
@@ -252,24 +252,10 @@ def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap,
             n = 0
             for p in range(indptr[r], indptr[r + 1]):
                 col = cols[p]
-                o = float(counts[p])
-                if measure == 0:
-                    key = o / (size_row + float(sizes[col]) - o)
-                else:
-                    key = (o * o) / (size_row * float(sizes[col]))
-                if n < k:  # fill the heap, then heapify once
-                    heap_keys[n] = key
-                    heap_cols[n] = col
-                    heap_overlaps[n] = counts[p]
-                    n += 1
-                    if n == k:
-                        for i in range(k // 2 - 1, -1, -1):
-                            _sift_down(heap_keys, heap_cols, heap_overlaps, k, i)
-                elif _worse(heap_keys[0], heap_cols[0], key, col):
-                    heap_keys[0] = key
-                    heap_cols[0] = col
-                    heap_overlaps[0] = counts[p]
-                    _sift_down(heap_keys, heap_cols, heap_overlaps, k, 0)
+                n = _offer(
+                    heap_keys, heap_cols, heap_overlaps, n, k,
+                    float(counts[p]), size_row, float(sizes[col]), col, measure,
+                )  # fmt: skip
             if n < k:
                 for i in range(n // 2 - 1, -1, -1):
                     _sift_down(heap_keys, heap_cols, heap_overlaps, n, i)

@@ -191,6 +191,31 @@ def _sift_down(keys: np.ndarray, cols: np.ndarray, overlaps: np.ndarray, n: int,
 
 
 @numba.njit(nogil=True, cache=True)
+def _offer(heap_keys, heap_cols, heap_overlaps, n, k, o, size_row, size_col, col, measure):
+    """Offer column ``col`` (co-membership ``o``) to a row's top-k heap under ``measure`` (0:
+    Jaccard, 1: cosine); returns the heap's new size. The one-job graph and the buckets' reduce
+    both rank through it, so their ties and scores cannot drift apart."""
+    if measure == 0:
+        key = o / (size_row + size_col - o)
+    else:
+        key = (o * o) / (size_row * size_col)
+    if n < k:  # fill the heap, then heapify once
+        heap_keys[n] = key
+        heap_cols[n] = col
+        heap_overlaps[n] = o
+        n += 1
+        if n == k:
+            for i in range(k // 2 - 1, -1, -1):
+                _sift_down(heap_keys, heap_cols, heap_overlaps, k, i)
+    elif _worse(heap_keys[0], heap_cols[0], key, col):
+        heap_keys[0] = key
+        heap_cols[0] = col
+        heap_overlaps[0] = o
+        _sift_down(heap_keys, heap_cols, heap_overlaps, k, 0)
+    return n
+
+
+@numba.njit(nogil=True, cache=True)
 def _fused_top_k(
     start,
     stop,
@@ -230,24 +255,10 @@ def _fused_top_k(
                 col = touched[t]
                 if col == row:
                     continue
-                o = float(overlap[col])
-                if measure == 0:
-                    key = o / (size_row + float(sizes[col]) - o)
-                else:
-                    key = (o * o) / (size_row * float(sizes[col]))
-                if n < k:  # fill the heap, then heapify once
-                    heap_keys[n] = key
-                    heap_cols[n] = col
-                    heap_overlaps[n] = overlap[col]
-                    n += 1
-                    if n == k:
-                        for i in range(k // 2 - 1, -1, -1):
-                            _sift_down(heap_keys, heap_cols, heap_overlaps, k, i)
-                elif _worse(heap_keys[0], heap_cols[0], key, col):
-                    heap_keys[0] = key
-                    heap_cols[0] = col
-                    heap_overlaps[0] = overlap[col]
-                    _sift_down(heap_keys, heap_cols, heap_overlaps, k, 0)
+                n = _offer(
+                    heap_keys, heap_cols, heap_overlaps, n, k,
+                    float(overlap[col]), size_row, float(sizes[col]), col, measure,
+                )  # fmt: skip
             if n < k:
                 for i in range(n // 2 - 1, -1, -1):
                     _sift_down(heap_keys, heap_cols, heap_overlaps, n, i)
