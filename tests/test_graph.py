@@ -325,7 +325,6 @@ def test_graph_config_errors_name_the_key(section, key):
         "k": 20,
         "block_mb": 256,
         "threads": 2,
-        "buckets": 1,
     }
 
 

@@ -251,7 +251,7 @@ def test_bucket_arguments_and_stats_mismatch(planted, tmp_path):
     _, path = planted
     with pytest.raises(ConfigError, match="bucket"):
         by_buckets.write_bucket_memberships(pl.scan_parquet(path), -1, 4, tmp_path / "x")
-    with pytest.raises(ConfigError, match="graph.buckets"):
+    with pytest.raises(ConfigError, match="ingest.buckets"):
         by_buckets.write_bucket_memberships(pl.scan_parquet(path), 0, 0, tmp_path / "x")
     with pytest.raises(ConfigError, match="author"):
         by_buckets.write_bucket_memberships(
@@ -274,7 +274,7 @@ def test_dry_run_with_four_buckets_has_four_maps_and_one_reduce(tmp_path):
     work = copy_repo(tmp_path / "repo")
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config",
-         "graph={buckets: 4}", "--", "results/graph/neighbours.parquet"],
+         "ingest={buckets: 4}", "--", "results/graph/neighbours.parquet"],
         cwd=work, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -296,7 +296,7 @@ def test_dry_run_with_four_buckets_has_four_maps_and_one_reduce(tmp_path):
 
 
 def test_snakemake_run_with_three_buckets_writes_the_one_jobs_graph(tmp_path):
-    """The real engine: the default config's graph with one job, then with graph.buckets = 3
+    """The real engine: the default config's graph with one job, then with ingest.buckets = 3
     (the changed rule re-runs as the reduce of the bucket jobs): byte-identical outputs, and the
     buckets' scratch files removed."""
     work = copy_repo(tmp_path / "repo")
@@ -306,7 +306,7 @@ def test_snakemake_run_with_three_buckets_writes_the_one_jobs_graph(tmp_path):
     graph_dir = work / "results" / "graph"
     names = ("subreddits.parquet", "neighbours.parquet", "summary.json")
     before = {name: (graph_dir / name).read_bytes() for name in names}
-    summed = run_snakemake(work, target, "--config", "graph={buckets: 3}")
+    summed = run_snakemake(work, target, "--config", "ingest={buckets: 3}")
     assert summed.returncode == 0, summed.stderr[-3000:]
     assert (work / "logs" / "graph" / "overlaps-2.log").exists(), "the bucket jobs did not run"
     assert {name: (graph_dir / name).read_bytes() for name in names} == before

@@ -37,7 +37,7 @@ from splits.hypotheses.settings import (
     TheoriesSettings,
     TrivialitySettings,
 )
-from splits.ingest.settings import IngestSettings, SynthSettings
+from splits.ingest.settings import IngestSettings, PostsBucketSettings, SynthSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -143,13 +143,41 @@ def ingest_shard_files(kind):
     return [f"{RESULTS}/posts/shards/{name}.{ext}" for name in INGEST_SHARDS]
 
 
+# the posts table's buckets by author (ingest.buckets); the graph's user buckets are the same
+POSTS_BUCKETS = config["ingest"]["buckets"]
+
+
 def posts_files():
-    """The cleaned posts table (one Parquet file); downstream rules take it as input."""
-    return [f"{RESULTS}/posts/posts.parquet"]
+    """The cleaned posts table, which downstream rules take as input: one Parquet file, or
+    the P bucket files of ingest.buckets > 1 (readers scan the list)."""
+    if POSTS_BUCKETS == 1:
+        return [f"{RESULTS}/posts/posts.parquet"]
+    return posts_bucket_files("parquet")
+
+
+def posts_bucket_files(ext):
+    """Every posts bucket's table (ext parquet) or report (ext report.json)."""
+    return [f"{RESULTS}/posts/buckets/{b}.{ext}" for b in range(POSTS_BUCKETS)]
+
+
+def split_posts_outputs():
+    """The bucket files of one shard ({shard} wildcard), as rule split_posts writes them."""
+    return [
+        f"{RESULTS}/posts/shards/{{shard}}/{b}.parquet" for b in range(POSTS_BUCKETS)
+    ]
+
+
+def shard_bucket_files(wildcards):
+    """Bucket {bucket} of every ingest shard, in shard order (the merge's first-occurrence
+    order)."""
+    return [
+        f"{RESULTS}/posts/shards/{name}/{wildcards.bucket}.parquet"
+        for name in INGEST_SHARDS
+    ]
 
 
 # --- graph ------------------------------------------------------------------------------------
-GRAPH_BUCKETS = config["graph"]["buckets"]
+GRAPH_BUCKETS = POSTS_BUCKETS
 
 
 def graph_bucket_files(name):
@@ -159,7 +187,7 @@ def graph_bucket_files(name):
 
 def graph_inputs(wildcards):
     """The graph's inputs: the posts (one job), or the buckets' subreddit table, co-membership
-    counts and their stats (the reduce of graph.buckets > 1)."""
+    counts and their stats (the reduce of ingest.buckets > 1)."""
     if GRAPH_BUCKETS == 1:
         return {"posts": posts_files()}
     return {
@@ -486,7 +514,7 @@ def hypotheses_threads_input():
 
 
 def hypotheses_threads_args(wildcards, input):
-    return ["--posts", input.threads[0]] if input.threads else []
+    return ["--posts", *input.threads] if input.threads else []
 
 
 def release_data_input():

@@ -1,12 +1,13 @@
-# Rules of the graph stage family. With graph.buckets = 1 the rule graph builds the graph from
+# Rules of the graph stage family. With ingest.buckets = 1 the rule graph builds the graph from
 # the posts in one job; with P > 1 it is the reduce of per-bucket jobs (splits.graph.buckets):
-# graph_bucket (memberships of one user bucket), graph_subreddits (counts added, top N),
-# graph_overlaps (one bucket's co-membership counts of the kept subreddits).
+# graph_bucket (memberships of one user bucket, read from that bucket of the posts table),
+# graph_subreddits (counts added, top N), graph_overlaps (one bucket's co-membership counts of
+# the kept subreddits).
 
 
 rule graph_bucket:
     input:
-        posts=posts_files(),
+        posts=f"{RESULTS}/posts/buckets/{{bucket}}.parquet",
     output:
         counts=temp(f"{RESULTS}/graph/buckets/{{bucket}}/counts.parquet"),
         memberships=temp(f"{RESULTS}/graph/buckets/{{bucket}}/memberships.parquet"),

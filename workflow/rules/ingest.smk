@@ -1,5 +1,7 @@
 # Rules of the ingest stage family: the sample corpus generator, one ingest job per input shard,
-# and the merge of the shards into the posts table with the ingest report.
+# and the merge of the shards into the posts table with the ingest report: one job
+# (merge_posts, ingest.buckets = 1), or with P buckets by author one split_posts job per shard,
+# one merge_bucket job per bucket and the report's reduce (ingest_report; splits.ingest.partition).
 
 
 rule synth:
@@ -60,22 +62,85 @@ rule ingest:
         " --settings {params.settings:q} > {log:q} 2>&1"
 
 
-rule merge_posts:
-    input:
-        posts=ingest_shard_files("posts"),
-        reports=ingest_shard_files("reports"),
-    output:
-        posts=f"{RESULTS}/posts/posts.parquet",
-        report=f"{RESULTS}/posts/ingest_report.json",
-    log:
-        "logs/merge_posts/merge_posts.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/merge_posts/merge_posts.tsv"
-    conda:
-        "../../envs/ingest.yaml"
-    threads: 1
-    resources:
-        mem_mb=2048,
-    shell:
-        "splits merge-posts --posts {input.posts:q} --reports {input.reports:q}"
-        " --out {output.posts:q} --report {output.report:q} > {log:q} 2>&1"
+if POSTS_BUCKETS == 1:
+
+    rule merge_posts:
+        input:
+            posts=ingest_shard_files("posts"),
+            reports=ingest_shard_files("reports"),
+        output:
+            posts=f"{RESULTS}/posts/posts.parquet",
+            report=f"{RESULTS}/posts/ingest_report.json",
+        log:
+            "logs/merge_posts/merge_posts.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/merge_posts/merge_posts.tsv"
+        conda:
+            "../../envs/ingest.yaml"
+        threads: 1
+        resources:
+            mem_mb=2048,
+        shell:
+            "splits merge-posts --posts {input.posts:q} --reports {input.reports:q}"
+            " --out {output.posts:q} --report {output.report:q} > {log:q} 2>&1"
+
+else:
+
+    rule split_posts:
+        input:
+            posts=f"{RESULTS}/posts/shards/{{shard}}.parquet",
+        output:
+            buckets=temp(split_posts_outputs()),
+        log:
+            "logs/split_posts/{shard}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/split_posts/{{shard}}.tsv"
+        conda:
+            "../../envs/ingest.yaml"
+        threads: 1
+        resources:
+            mem_mb=2048,
+        params:
+            settings=settings_json(config, PostsBucketSettings),
+            out_dir=lambda wildcards, output: Path(output.buckets[0]).parent,
+        shell:
+            "splits split-posts --posts {input.posts:q} --out-dir {params.out_dir:q}"
+            " --settings {params.settings:q} > {log:q} 2>&1"
+
+    rule merge_bucket:
+        input:
+            posts=shard_bucket_files,
+        output:
+            posts=f"{RESULTS}/posts/buckets/{{bucket}}.parquet",
+            report=f"{RESULTS}/posts/buckets/{{bucket}}.report.json",
+        log:
+            "logs/merge_bucket/{bucket}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/merge_bucket/{{bucket}}.tsv"
+        conda:
+            "../../envs/ingest.yaml"
+        threads: 1
+        resources:
+            mem_mb=2048,
+        shell:
+            "splits merge-bucket --posts {input.posts:q} --out {output.posts:q}"
+            " --report {output.report:q} > {log:q} 2>&1"
+
+    rule ingest_report:
+        input:
+            shards=ingest_shard_files("reports"),
+            buckets=posts_bucket_files("report.json"),
+        output:
+            report=f"{RESULTS}/posts/ingest_report.json",
+        log:
+            "logs/ingest_report/ingest_report.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/ingest_report/ingest_report.tsv"
+        conda:
+            "../../envs/ingest.yaml"
+        threads: 1
+        resources:
+            mem_mb=1024,
+        shell:
+            "splits ingest-report --shard-reports {input.shards:q}"
+            " --bucket-reports {input.buckets:q} --report {output.report:q} > {log:q} 2>&1"

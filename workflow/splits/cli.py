@@ -38,13 +38,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.ingest.cli.merge_posts",
         "merge ingested shards: cross-shard duplicates and the ingest report",
     ),
+    "split-posts": (
+        "splits.ingest.cli.buckets",
+        "one ingest shard's posts as P bucket files by author (ingest.buckets > 1)",
+    ),
+    "merge-bucket": (
+        "splits.ingest.cli.buckets",
+        "one posts bucket from every shard's file of it: duplicates, bots, its report",
+    ),
+    "ingest-report": (
+        "splits.ingest.cli.buckets",
+        "the ingest report from the shards' and the posts buckets' reports",
+    ),
     "graph": (
         "splits.graph.cli",
         "subreddit user graph: top-N subreddits, Jaccard and cosine neighbours",
     ),
     "graph-bucket": (
         "splits.graph.cli",
-        "one user bucket's memberships and subreddit counts (graph.buckets > 1)",
+        "one user bucket's memberships and subreddit counts (ingest.buckets > 1)",
     ),
     "graph-subreddits": (
         "splits.graph.cli",

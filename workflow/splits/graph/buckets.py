@@ -1,7 +1,8 @@
-"""The subreddit graph as a sum over user buckets (``graph.buckets`` > 1; docs/stages.md).
+"""The subreddit graph as a sum over user buckets (``ingest.buckets`` > 1; docs/stages.md).
 
-Bucket b holds the authors whose name hashes (polars' hash, fixed seed) to b modulo the number
-of buckets, so the buckets split the users. Every quantity of the graph is a sum over users:
+Bucket b holds the authors whose name hashes to b modulo the number of buckets (the stable
+hash of splits.ingest.partition, the posts table's buckets: posts bucket b holds exactly the
+posts of graph bucket b), so the buckets split the users. Every quantity of the graph is a sum over users:
 a subreddit's users and posts, the users and memberships of the kept subreddits, and the
 co-membership counts ``A^T A`` (the numerators of Jaccard and cosine) are the sums of the
 buckets' ``A_b^T A_b``. The steps, one job each:
@@ -46,25 +47,19 @@ from splits.graph.build import (
     selected_neighbours,
 )
 from splits.graph.settings import GraphSettings, GraphTopSettings
+from splits.ingest.partition import bucket_of
 from splits.io import ParquetAppender, read_json, write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
-BUCKET_SEED = 0x5EED_0003  # independent of the two user-identity seeds of memberships()
 COUNTS_SCHEMA = {"subreddit": pl.String, "n_users": pl.Int64, "n_posts": pl.Int64}
 MEMBERSHIPS_SCHEMA = {"user": pl.Int64, "code": pl.Int64}
 OVERLAPS_SCHEMA = {"row": pl.Int32, "col": pl.Int32, "overlap": pl.Int64}
 
 
-def bucket_of(buckets: int) -> pl.Expr:
-    """The bucket of each post's author: the same in every process and run (a fixed seed; the
-    jobs of one run share one polars version, whose hash they all use)."""
-    return (pl.col("author").hash(seed=BUCKET_SEED) % buckets).cast(pl.Int64)
-
-
 def check_bucket(bucket: int, buckets: int) -> None:
     if buckets < 1:
-        raise ConfigError(f"graph.buckets: must be at least 1, got {buckets}")
+        raise ConfigError(f"ingest.buckets: must be at least 1, got {buckets}")
     if not 0 <= bucket < buckets:
         raise ConfigError(f"--bucket: must be in 0..{buckets - 1}, got {bucket}")
 

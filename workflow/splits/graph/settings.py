@@ -17,9 +17,10 @@ class GraphSettings:
 
 @dataclass(frozen=True)
 class GraphBucketSettings:
-    """Rule ``graph_bucket``: one bucket's memberships (users split by a hash of the author)."""
+    """Rule ``graph_bucket``: one bucket's memberships (users split by a hash of the author; the
+    bucket count is the posts table's, ``ingest.buckets``)."""
 
-    SECTION: ClassVar[str] = "graph"
+    SECTION: ClassVar[str] = "ingest"
     buckets: int
 
 

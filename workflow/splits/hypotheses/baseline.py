@@ -199,13 +199,15 @@ def model_lexicon_sizes(frames: Sequence[pl.DataFrame]) -> dict[tuple[str, str, 
     return {(t, a, b): max(1, int(np.floor(size + 0.5))) for t, a, b, size in sizes.iter_rows()}
 
 
-def read_threads(posts_path: str | None, post_ids: pl.Series) -> dict[str, str]:
-    """post id -> thread (``conversation_id``) of the given posts from the merged posts table;
-    empty without one (each post is its own thread)."""
+def read_threads(posts_path: str | list[str] | None, post_ids: pl.Series) -> dict[str, str]:
+    """post id -> thread (``conversation_id``) of the given posts from the merged posts table
+    (one file or its bucket files); empty without one (each post is its own thread)."""
     if not posts_path:
         return {}
     frame = (
-        pl.scan_parquet(posts_path)
+        pl.scan_parquet(
+            [str(p) for p in posts_path] if isinstance(posts_path, list) else posts_path
+        )
         .select(pl.col("post_id").cast(pl.String), pl.col("conversation_id").cast(pl.String))
         .filter(pl.col("post_id").is_in(post_ids.cast(pl.String).unique().implode()))
         .drop_nulls()

@@ -128,8 +128,9 @@ def run_fighting_words(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, FightingWordsSettings)
     topics, demographics = _context(args)
     posts = sets.read_topic_posts(args.topic_posts)
-    if args.posts and not Path(args.posts).is_file():
-        raise ConfigError(f"posts table {args.posts} does not exist")
+    for path in args.posts or []:
+        if not Path(path).is_file():
+            raise ConfigError(f"posts table {path} does not exist")
     cleaned, extra = sets.fighting_words_set(
         posts, args.posts, [p for p in args.model_sets or [] if p], topics, demographics, settings
     )
@@ -146,7 +147,7 @@ def run_lift(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args, LiftSettings)
     hypotheses = sets.read_set(args.set)
-    for path in (args.topic_posts, args.posts):
+    for path in (args.topic_posts, *(args.posts or [])):
         if path and not Path(path).is_file():
             raise ConfigError(f"{path} does not exist")
     topic_posts = pl.scan_parquet(args.topic_posts)
@@ -317,8 +318,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     _add(p, ("--topic-posts", "topic posts of the run (topic_posts.parquet)"))
     p.add_argument(
         "--posts",
-        help="the merged posts table (its conversation_id are the threads of the held-out "
-        "split; without it each post is its own thread)",
+        nargs="+",
+        help="the merged posts table, its files (its conversation_id are the threads of the "
+        "held-out split; without it each post is its own thread)",
     )
     p.add_argument(
         "--model-sets",
@@ -341,8 +343,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--posts",
-        help="the merged posts table (threads of the held-out split; without it each post is "
-        "its own thread)",
+        nargs="+",
+        help="the merged posts table, its files (threads of the held-out split; without it "
+        "each post is its own thread)",
     )
     add_settings_arguments(p)
 

@@ -198,7 +198,7 @@ def generated_set(
 
 def fighting_words_set(
     posts: pl.DataFrame,
-    posts_table: str | None,
+    posts_table: str | list[str] | None,
     model_sets: list[str],
     topics: list,
     demographics: list[str],

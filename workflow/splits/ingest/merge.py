@@ -63,13 +63,15 @@ def _no_posts_error(shard_reports: list[dict], records: int, dropped: dict) -> I
     )
 
 
-def merge(posts: list[str], reports: list[str], out: str | Path, report_path: str | Path) -> dict:
-    if len(posts) != len(reports):
-        raise ConfigError("merge-posts: give one report per posts file")
-    for p in posts + reports:
+def _check_inputs(flag: str, paths: list[str]) -> None:
+    for p in paths:
         if not Path(p).exists():
-            raise ConfigError(f"merge-posts: input {p} does not exist")
-    shard_reports = [read_json(r) for r in reports]
+            raise ConfigError(f"{flag}: input {p} does not exist")
+
+
+def _merged(posts: list[str]) -> tuple[pl.LazyFrame, dict[str, dict], int, int]:
+    """The posts of ``posts`` (in order) without bots and repeated post ids: the lazy frame,
+    the bot verdicts, the bots' records and the duplicates dropped."""
     # the scan's own row index keeps the duplicate check streaming (see drop_duplicate_ids)
     lf = pl.scan_parquet([str(p) for p in posts], row_index_name="_row").select(
         "_row", *POSTS_SCHEMA
@@ -77,23 +79,32 @@ def merge(posts: list[str], reports: list[str], out: str | Path, report_path: st
     dup_hashes = duplicate_hashes(lf)
     # bots are judged on the de-duplicated posts: a record seen twice is one post
     verdicts = bot_verdicts(drop_duplicate_ids(lf, dup_hashes)[0])
-    bots = sorted(verdicts)
     for name, verdict in verdicts.items():
         log.info("bot dropped: %s (%d posts): %s", name, verdict["posts"], verdict["reason"])
     n_bot_posts = 0
-    if bots:
-        is_bot = pl.col("author").is_in(bots)
-        n_bot_posts = lf.filter(is_bot).select(pl.len()).collect().item()
+    if verdicts:
+        is_bot = pl.col("author").is_in(sorted(verdicts))
+        n_bot_posts = int(lf.filter(is_bot).select(pl.len()).collect().item())
         lf = lf.filter(~is_bot)
     lf, n_dup = drop_duplicate_ids(lf, dup_hashes)
+    return lf, verdicts, n_bot_posts, int(n_dup)
+
+
+def _dropped(shard_reports: list[dict], n_bot_posts: int, n_dup: int) -> tuple[int, dict]:
     records = sum(int(s["records"]) for s in shard_reports)
     dropped = {r: sum(int(s["dropped"].get(r, 0)) for s in shard_reports) for r in REASONS}
-    dropped["bot"] += int(n_bot_posts)
-    dropped["duplicate_id"] += int(n_dup)
+    dropped["bot"] += n_bot_posts
+    dropped["duplicate_id"] += n_dup
     if records - sum(dropped.values()) <= 0:
         raise _no_posts_error(shard_reports, records, dropped)
-    write_parquet(lf, out)
-    n_posts = pl.scan_parquet(str(out)).select(pl.len()).collect().item()
+    return records, dropped
+
+
+def _ingest_report(
+    shard_reports: list[dict], verdicts: dict[str, dict], n_bot_posts: int, n_dup: int,
+    n_posts: int,
+) -> dict:  # fmt: skip
+    records, dropped = _dropped(shard_reports, n_bot_posts, n_dup)
     report = {
         "records": records,
         "posts": int(n_posts),
@@ -102,7 +113,7 @@ def merge(posts: list[str], reports: list[str], out: str | Path, report_path: st
         "blank_lines": sum(int(s.get("blank_lines", 0)) for s in shard_reports),
         "input_bytes": sum(int(s.get("input_bytes", 0)) for s in shard_reports),
         "merge": {
-            "templated_bots": bots,
+            "templated_bots": sorted(verdicts),
             "bots": verdicts,
             "bot_posts": int(n_bot_posts),
             "cross_shard_duplicates": int(n_dup),
@@ -112,7 +123,73 @@ def merge(posts: list[str], reports: list[str], out: str | Path, report_path: st
     }
     if report["records"] != report["posts"] + report["dropped_total"]:
         raise RuntimeError(
-            f"ingest accounting mismatch: {records} records, {n_posts} posts, {report['dropped_total']} dropped"
+            f"ingest accounting mismatch: {records} records, {n_posts} posts, "
+            f"{report['dropped_total']} dropped"
         )
+    return report
+
+
+def merge(posts: list[str], reports: list[str], out: str | Path, report_path: str | Path) -> dict:
+    """The single merge (``ingest.buckets`` = 1): every shard's posts into one table."""
+    if len(posts) != len(reports):
+        raise ConfigError("merge-posts: give one report per posts file")
+    _check_inputs("merge-posts", posts + reports)
+    shard_reports = [read_json(r) for r in reports]
+    lf, verdicts, n_bot_posts, n_dup = _merged(posts)
+    _dropped(shard_reports, n_bot_posts, n_dup)  # no posts at all: stop before writing
+    write_parquet(lf, out)
+    n_posts = pl.scan_parquet(str(out)).select(pl.len()).collect().item()
+    report = _ingest_report(shard_reports, verdicts, n_bot_posts, n_dup, n_posts)
+    write_json(report, report_path)
+    return report
+
+
+def merge_bucket(posts: list[str], out: str | Path, report_path: str | Path) -> dict:
+    """One bucket's merge (``ingest.buckets`` > 1): bucket b of every shard, in shard order,
+    into posts bucket b, with the same first-occurrence rule and bot verdicts as the single
+    merge (every post of an author, and every copy of a post id with one author, is in the
+    bucket). Its report (posts, bot records, duplicates, verdicts) is summed by
+    :func:`reduce_reports`. An empty bucket is a table of no rows, not an error."""
+    _check_inputs("merge-bucket", posts)
+    lf, verdicts, n_bot_posts, n_dup = _merged(posts)
+    write_parquet(lf, out)
+    n_posts = pl.scan_parquet(str(out)).select(pl.len()).collect().item()
+    report = {
+        "posts": int(n_posts),
+        "bot_posts": n_bot_posts,
+        "duplicate_id": n_dup,
+        "bots": verdicts,
+        "inputs": [str(p) for p in posts],
+    }
+    write_json(report, report_path)
+    return report
+
+
+def reduce_reports(
+    shard_reports: list[str], bucket_reports: list[str], report_path: str | Path
+) -> dict:
+    """The ingest report of a bucketed merge: the shards' reports and the buckets' reports added
+    up, the same totals, reasons and bots as the single merge's report, plus each bucket's
+    posts (``buckets``, to see how even the buckets are)."""
+    _check_inputs("ingest-report", shard_reports + bucket_reports)
+    shards = [read_json(r) for r in shard_reports]
+    buckets = [read_json(r) for r in bucket_reports]
+    verdicts: dict[str, dict] = {}
+    for bucket in buckets:
+        both = set(verdicts) & set(bucket["bots"])
+        if both:  # an author in two buckets: the buckets are not from one partition
+            raise ConfigError(
+                f"ingest-report: {len(both)} author(s) judged in two buckets; "
+                "the bucket reports are not of one run"
+            )
+        verdicts.update(bucket["bots"])
+    report = _ingest_report(
+        shards,
+        dict(sorted(verdicts.items())),
+        sum(int(b["bot_posts"]) for b in buckets),
+        sum(int(b["duplicate_id"]) for b in buckets),
+        sum(int(b["posts"]) for b in buckets),
+    )
+    report["buckets"] = [int(b["posts"]) for b in buckets]
     write_json(report, report_path)
     return report

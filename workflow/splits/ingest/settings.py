@@ -4,7 +4,10 @@
 - ``IngestSettings``: rule ``ingest`` (``ingest.chunk_mb``; the bot list and the inputs are
   paths the rule passes).
 
-Rule ``merge_posts`` reads no setting (its inputs are the shards' outputs). ``synth.enabled``
+- ``PostsBucketSettings``: rule ``split_posts`` (``ingest.buckets``: the posts table's buckets
+  by author, which the graph's user buckets are too).
+
+Rules ``merge_posts``, ``merge_bucket`` and ``ingest_report`` read no setting (its inputs are the shards' outputs). ``synth.enabled``
 and ``ingest.inputs`` choose the jobs (``splits.pipeline.targets``), no job reads them.
 """
 
@@ -30,3 +33,9 @@ class SynthSettings:
 class IngestSettings:
     SECTION: ClassVar[str] = "ingest"
     chunk_mb: float
+
+
+@dataclass(frozen=True)
+class PostsBucketSettings:
+    SECTION: ClassVar[str] = "ingest"
+    buckets: int

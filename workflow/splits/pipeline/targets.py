@@ -122,10 +122,15 @@ def ingest_shards(config: dict) -> dict[str, str]:
 
 
 def ingest_targets(config: dict) -> list[str]:
-    return [
-        f"{config['outdir']}/posts/posts.parquet",
-        f"{config['outdir']}/posts/ingest_report.json",
-    ]
+    """The posts table (one file, or its ``ingest.buckets`` bucket files) and the report."""
+    base = f"{config['outdir']}/posts"
+    buckets = config["ingest"]["buckets"]
+    tables = (
+        [f"{base}/posts.parquet"]
+        if buckets == 1
+        else [f"{base}/buckets/{b}.parquet" for b in range(buckets)]
+    )
+    return [*tables, f"{base}/ingest_report.json"]
 
 
 # --------------------------------------------------------------------------- other stages

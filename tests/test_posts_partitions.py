@@ -1,0 +1,316 @@
+"""The posts table as P buckets by author (ingest.buckets; docs/cluster.md): the stable hash
+against the formula written here, the per-bucket merge against the single merge on a generated
+corpus with planted cross-shard duplicates, [deleted] copies and bots, and the whole DAG with
+P = 4 against P = 1 through the real engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import copy_repo, run_snakemake
+from splits.config.settings import schema_defaults
+from splits.errors import ConfigError, InputError
+from splits.ingest.merge import merge, merge_bucket, reduce_reports
+from splits.ingest.partition import author_buckets, author_hashes, bucket_of, split_posts
+from splits.ingest.read import ingest_shard
+from splits.ingest.settings import IngestSettings
+from test_synth import _generate
+
+INGEST = schema_defaults(IngestSettings)
+MASK = (1 << 64) - 1
+
+
+def fnv1a_splitmix(name: str) -> int:
+    """The documented hash, written out: FNV-1a 64 of the UTF-8 bytes, SplitMix64 finalizer."""
+    h = 0xCBF29CE484222325
+    for byte in name.encode("utf-8"):
+        h = ((h ^ byte) * 0x100000001B3) & MASK
+    h ^= h >> 30
+    h = (h * 0xBF58476D1CE4E5B9) & MASK
+    h ^= h >> 27
+    h = (h * 0x94D049BB133111EB) & MASK
+    return h ^ (h >> 31)
+
+
+def test_author_hash_is_the_documented_formula():
+    # FNV-1a 64's published test vectors, before the finalizer
+    def fnv(data: bytes) -> int:
+        h = 0xCBF29CE484222325
+        for byte in data:
+            h = ((h ^ byte) * 0x100000001B3) & MASK
+        return h
+
+    assert fnv(b"") == 0xCBF29CE484222325 and fnv(b"a") == 0xAF63DC4C8601EC8C
+    assert fnv(b"foobar") == 0x85944171F73967E8
+    names = ["", "a", "foobar", "AutoModerator", "Ünïcødé_名前", "x" * 300, "[deleted]"]
+    names += [f"user{i}" for i in range(200)]
+    series = pl.Series("author", names)
+    assert author_hashes(series).tolist() == [fnv1a_splitmix(n) for n in names]
+    # a slice (arrow offset), several chunks and a null (hashed as the empty name)
+    chunked = pl.concat([series.slice(3, 50), pl.Series("author", [None, "b"])], rechunk=False)
+    want = [fnv1a_splitmix(n) for n in names[3:53]] + [fnv1a_splitmix(""), fnv1a_splitmix("b")]
+    assert author_hashes(chunked).tolist() == want
+    assert author_buckets(series, 7).tolist() == [fnv1a_splitmix(n) % 7 for n in names]
+    frame = pl.DataFrame(series).lazy().select(bucket_of(7)).collect(engine="streaming")
+    assert frame["author"].to_list() == [fnv1a_splitmix(n) % 7 for n in names]
+    # the same in another process (nothing salted by the process)
+    code = (
+        "import sys, polars as pl; from splits.ingest.partition import author_buckets\n"
+        "print(author_buckets(pl.Series(sys.argv[1:]), 5).tolist())"
+    )
+    other = subprocess.run(
+        [sys.executable, "-c", code, *names[:20]], capture_output=True, text=True, check=True
+    )
+    assert other.stdout.strip() == str([fnv1a_splitmix(n) % 5 for n in names[:20]])
+    counts = pl.Series(
+        author_buckets(pl.Series([f"u{i}" for i in range(40_000)]), 8)
+    ).value_counts()
+    assert counts["count"].min() > 40_000 / 8 * 0.9, "buckets should be about equal"
+    with pytest.raises(ConfigError, match="ingest.buckets"):
+        author_buckets(series, 0)
+
+
+def planted_corpus(root: Path) -> tuple[list[Path], dict]:
+    """A generated Pushshift corpus (bots included) and, first, a shard of copies: comments of
+    both generated shards with changed text (cross-shard duplicates whose first occurrence is
+    the copy), copies whose author is [deleted] (dropped at ingest), and a repeat within the
+    shard. Returns the input files in order and what was planted."""
+    _generate(root, format="pushshift", posts=12_000)
+    corpus = sorted((root / "corpus").glob("*.ndjson"))
+    copies, planted = [], {"changed": set(), "deleted": 0}
+    for path in corpus:
+        if not path.name.startswith("RC_"):
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines[::40]):
+            obj = json.loads(line)
+            if i % 5 == 0:
+                obj["author"] = "[deleted]"
+                planted["deleted"] += 1
+            else:
+                obj["body"] = obj["body"] + " (an earlier copy)"
+                planted["changed"].add(obj["id"])
+            copies.append(json.dumps(obj))
+    copies.append(copies[1])  # a repeat within the shard
+    first = root / "corpus" / "RC_copies.ndjson"
+    first.write_text("\n".join(copies) + "\n", encoding="utf-8")
+    return [first, *corpus], planted
+
+
+def planted_shards(root: Path) -> tuple[list[str], list[str], dict]:
+    """The planted corpus ingested shard by shard: posts and reports, in input order."""
+    inputs, planted = planted_corpus(root)
+    posts, reports = [], []
+    for k, path in enumerate(inputs):
+        out = root / "shards" / f"{k}.parquet"
+        ingest_shard(path, out, out.with_suffix(".json"), INGEST, shard=f"s{k}")
+        posts.append(str(out))
+        reports.append(str(out.with_suffix(".json")))
+    return posts, reports, planted
+
+
+def bucketed_merge(posts: list[str], reports: list[str], buckets: int, work: Path) -> dict:
+    """The jobs of ingest.buckets = P as the rules chain them: split each shard, merge each
+    bucket (its file of every shard, in shard order), reduce the reports."""
+    for k, path in enumerate(posts):
+        split_posts(path, buckets, work / "split" / str(k))
+    bucket_reports = []
+    for b in range(buckets):
+        parts = [str(work / "split" / str(k) / f"{b}.parquet") for k in range(len(posts))]
+        merge_bucket(parts, work / "buckets" / f"{b}.parquet", work / "buckets" / f"{b}.json")
+        bucket_reports.append(str(work / "buckets" / f"{b}.json"))
+    return reduce_reports(reports, bucket_reports, work / "ingest_report.json")
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    root = tmp_path_factory.mktemp("partitions")
+    posts, reports, planted = planted_shards(root)
+    report = merge(posts, reports, root / "posts.parquet", root / "ingest_report.json")
+    return root, posts, reports, planted, report
+
+
+@pytest.mark.parametrize("buckets", [1, 3, 4])
+def test_bucket_merge_equals_the_single_merge(single, tmp_path, buckets):
+    root, posts, reports, planted, one = single
+    # the planted corpus exercises what the merge decides
+    assert one["merge"]["cross_shard_duplicates"] > 100
+    assert one["dropped"]["deleted_author"] >= planted["deleted"] > 5
+    assert len(one["merge"]["bots"]) >= 2 and one["merge"]["bot_posts"] > 10
+    many = bucketed_merge(posts, reports, buckets, tmp_path)
+    assert many.pop("buckets") == [
+        pl.read_parquet(tmp_path / "buckets" / f"{b}.parquet").height for b in range(buckets)
+    ]
+    assert many == one
+    assert json.loads((tmp_path / "ingest_report.json").read_text()) == {
+        **json.loads((root / "ingest_report.json").read_text()),
+        "buckets": [pl.scan_parquet(p).select(pl.len()).collect().item()
+                    for p in sorted((tmp_path / "buckets").glob("*.parquet"))],
+    }  # fmt: skip
+    whole = pl.read_parquet(root / "posts.parquet")
+    parts = [pl.read_parquet(tmp_path / "buckets" / f"{b}.parquet") for b in range(buckets)]
+    assert pl.concat(parts).sort("post_id").equals(whole.sort("post_id"))
+    # each bucket holds exactly its authors, in the single table's order
+    for b, part in enumerate(parts):
+        assert set(author_buckets(part["author"], buckets).tolist()) <= {b}
+        mine = whole.filter(pl.Series(author_buckets(whole["author"], buckets) == b))
+        assert part.equals(mine)
+    # the first occurrence (the copy, in the first shard) is the one kept
+    kept = whole.filter(pl.col("post_id").is_in(sorted(planted["changed"])))
+    assert kept.height > 100
+    assert kept["text"].str.ends_with("(an earlier copy)").all()
+
+
+def test_split_keeps_order_and_writes_empty_buckets(tmp_path):
+    frame = pl.DataFrame(
+        {"post_id": [str(i) for i in range(20)], "author": ["a", "b"] * 10, "x": range(20)}
+    )
+    path = tmp_path / "shard.parquet"
+    frame.write_parquet(path)
+    rows = split_posts(path, 6, tmp_path / "out")
+    assert sum(rows) == 20 and rows.count(0) == 4  # two authors: four empty buckets
+    for b in range(6):
+        part = pl.read_parquet(tmp_path / "out" / f"{b}.parquet")
+        assert part.schema == frame.schema
+        assert part["x"].to_list() == sorted(part["x"].to_list())
+    with pytest.raises(ConfigError, match="author"):
+        pl.DataFrame({"post_id": ["1"]}).write_parquet(tmp_path / "bad.parquet")
+        split_posts(tmp_path / "bad.parquet", 2, tmp_path / "bad")
+
+
+def test_a_post_id_under_two_authors_is_kept_once_per_bucket(tmp_path):
+    """The documented condition: copies of a post id meet in one bucket because they share an
+    author; a post id under two surviving authors in two buckets is kept twice."""
+    names = [f"user{i}" for i in range(50)]
+    which = author_buckets(pl.Series(names), 2).tolist()
+    a, b = names[which.index(0)], names[which.index(1)]
+    rows = {
+        "post_id": ["p1", "p1", "p2", "p2"],
+        "author": [a, b, a, a],
+        "conversation_id": ["c"] * 4,
+        "timestamp": [1, 2, 3, 4],
+        "text": ["one", "two", "three", "four"],
+        "subreddit": ["s"] * 4,
+    }
+    from splits.ingest.clean import POSTS_SCHEMA
+
+    frame = pl.DataFrame(rows).cast({k: v for k, v in POSTS_SCHEMA.items() if k in rows})
+    frame = frame.select(pl.col(c) if c in rows else pl.lit(None, d).alias(c)
+                         for c, d in POSTS_SCHEMA.items())  # fmt: skip
+    shard = tmp_path / "s.parquet"
+    frame.write_parquet(shard)
+    report = {"shard": "s", "records": 4, "dropped": {}}
+    (tmp_path / "s.json").write_text(json.dumps(report))
+    one = merge([str(shard)], [str(tmp_path / "s.json")], tmp_path / "one.parquet", tmp_path / "r")
+    two = bucketed_merge([str(shard)], [str(tmp_path / "s.json")], 2, tmp_path / "two")
+    assert one["posts"] == 2 and two["posts"] == 3  # p1 twice: once per author's bucket
+    assert two["dropped"]["duplicate_id"] == 1  # p2's copy, same author, same bucket
+
+
+def test_reduce_checks_its_inputs(single, tmp_path):
+    root, posts, reports, _, _ = single
+    bucketed_merge(posts, reports, 2, tmp_path)
+    bucket_reports = [str(tmp_path / "buckets" / f"{b}.json") for b in range(2)]
+    with pytest.raises(ConfigError, match="judged in two buckets"):
+        reduce_reports(reports, [bucket_reports[0]] * 2, tmp_path / "r.json")
+    with pytest.raises(ConfigError, match="does not exist"):
+        reduce_reports(reports, [str(tmp_path / "nope.json")], tmp_path / "r.json")
+    # every bucket empty (all posts of a run dropped): the reduce names the inputs
+    empty = {"posts": 0, "bot_posts": 0, "duplicate_id": 0, "bots": {}}
+    (tmp_path / "e.json").write_text(json.dumps(empty))
+    gone = {"shard": "s", "records": 3, "dropped": {"deleted_author": 3}, "input": "x.ndjson"}
+    (tmp_path / "g.json").write_text(json.dumps(gone))
+    with pytest.raises(InputError, match="no posts after ingest"):
+        reduce_reports([str(tmp_path / "g.json")], [str(tmp_path / "e.json")], tmp_path / "r")
+
+
+def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
+    work = copy_repo(tmp_path / "repo")
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", "--config",
+         "ingest={buckets: 4}"],
+        cwd=work, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    assert counts["ingest"] == counts["split_posts"] == 2
+    assert (counts["merge_bucket"], counts["ingest_report"], counts["graph_bucket"]) == (4, 1, 4)
+    assert "merge_posts" not in counts and "results/posts/posts.parquet" not in proc.stdout
+    buckets = " ".join(f"results/posts/buckets/{b}.parquet" for b in range(4))
+    shell = "Shell command: "
+    commands = [line[len(shell) :] for line in proc.stdout.splitlines() if line.startswith(shell)]
+    readers = [c for c in commands if "results/posts/buckets/0.parquet" in c]
+    names = {c.split("splits ")[1].split()[0] for c in readers}
+    # group-ness and the held-out split's threads read the whole dataset, a graph bucket its own
+    assert {"groupness", "hypotheses", "graph-bucket", "merge-bucket"} <= names, names
+    for command in readers:
+        if "splits groupness" in command or "splits hypotheses" in command:
+            assert f"--posts {buckets}" in command, command
+        if "splits graph-bucket" in command:
+            assert "--posts results/posts/buckets/0.parquet --bucket 0" in command, command
+
+
+def _outputs(results: Path) -> dict[str, object]:
+    """What the two runs must share: the posts as rows sorted by id, the ingest report (less
+    the per-bucket counts), the graph's bytes, group-ness tables sorted and reports."""
+    buckets = sorted((results / "posts" / "buckets").glob("*.parquet"))
+    tables = buckets or [results / "posts" / "posts.parquet"]
+    report = json.loads((results / "posts" / "ingest_report.json").read_text())
+    assert ("buckets" in report) == bool(buckets)
+    report.pop("buckets", None)
+    out = {"posts": pl.read_parquet(tables).sort("post_id"), "report": report}
+    for name in ("subreddits.parquet", "neighbours.parquet", "summary.json"):
+        out[f"graph/{name}"] = (results / "graph" / name).read_bytes()
+    for folder in sorted((results / "demographics").iterdir()):
+        users = pl.read_parquet(folder / "users.parquet")
+        out[f"{folder.name}/users"] = users.sort(users.columns)
+        posts = pl.read_parquet(folder / "posts.parquet")
+        out[f"{folder.name}/posts"] = posts.sort(posts.columns)
+        out[f"{folder.name}/report"] = json.loads((folder / "groupness_report.json").read_text())
+    return out
+
+
+def test_snakemake_run_with_four_buckets_equals_one(tmp_path, monkeypatch):
+    """The real engine on the planted corpus (ingest.inputs): ingest, graph and group-ness of
+    every demographic with ingest.buckets = 1 and = 4: the same posts, report, graph bytes and
+    group-ness; the shards' bucket files removed."""
+    monkeypatch.setenv("SPLITS_SALT", "a test's salt, real inputs need one")
+    work = copy_repo(tmp_path / "repo")
+    inputs, _ = planted_corpus(work / "planted")
+    listed = ", ".join(str(p.relative_to(work)) for p in inputs)
+    runs = {}
+    for buckets in (1, 4):
+        outdir = f"results-{buckets}"
+        config = ["synth={enabled: false}", f"ingest={{inputs: [{listed}], buckets: {buckets}}}",
+                  f"outdir={outdir}"]  # fmt: skip
+        targets = [f"{outdir}/graph/summary.json", f"{outdir}/posts/ingest_report.json"]
+        targets += [f"{outdir}/demographics/{key}/groupness_report.json" for key in _keys(work)]
+        proc = run_snakemake(work, *targets, "--config", *config, timeout=1500)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[buckets] = _outputs(work / outdir)
+    assert (work / "logs" / "merge_bucket" / "3.log").exists(), "the bucket jobs did not run"
+    assert not list((work / "results-4" / "posts" / "shards").rglob("*/*.parquet"))
+    one, four = runs[1], runs[4]
+    assert one["report"]["merge"]["cross_shard_duplicates"] > 100
+    assert one["report"]["merge"]["bots"]
+    assert set(one) == set(four) and len(one) > 8
+    for key, value in one.items():
+        if isinstance(value, pl.DataFrame):
+            assert value.equals(four[key]), key
+        else:
+            assert value == four[key], key
+
+
+def _keys(work: Path) -> list[str]:
+    from splits.config.definitions import load_demographics
+
+    return [d.key for d in load_demographics(work / "config" / "demographics.sample.yaml")]

@@ -1,0 +1,122 @@
+"""The posts table as P buckets by author (``ingest.buckets``; docs/cluster.md).
+
+A post's bucket is a hash of its author's name modulo P: the 64-bit FNV-1a hash of the name's
+UTF-8 bytes (offset basis 0xcbf29ce484222325, prime 0x100000001b3), passed through the
+SplitMix64 finalizer (so that its low bits, which the modulus keeps, depend on every byte). It
+is written here, not taken from a library, so that a bucket is the same in every process, run,
+machine and version of polars (whose own hash may change between releases). The graph's user
+buckets use the same function: posts bucket b holds exactly the authors of graph bucket b.
+
+``split_posts`` writes one ingest shard's posts as P files, each keeping the shard's row order,
+so that the bucket merges (splits.ingest.merge.merge_bucket) see every post in the order the
+single merge sees it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numba
+import numpy as np
+import polars as pl
+
+from splits.errors import ConfigError
+from splits.io import ParquetAppender
+
+SPLIT_BATCH_ROWS = 500_000  # posts read at once while splitting a shard
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@numba.njit(nogil=True, cache=True)
+def _hash_strings(offsets, data, valid, out):
+    for i in range(out.shape[0]):
+        h = _FNV_OFFSET
+        if valid[i]:
+            for p in range(offsets[i], offsets[i + 1]):
+                h ^= np.uint64(data[p])
+                h *= _FNV_PRIME
+        # SplitMix64 finalizer
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+        out[i] = h
+
+
+def author_hashes(authors: pl.Series) -> np.ndarray:
+    """The stable 64-bit hash (uint64) of each name; a null hashes as the empty name."""
+    arr = authors.cast(pl.String).rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())
+    n = len(arr)
+    out = np.empty(n, dtype=np.uint64)
+    if n == 0:
+        return out
+    validity, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
+    valid = (
+        np.ones(n, dtype=np.bool_)
+        if validity is None
+        else authors.is_not_null().to_numpy().astype(np.bool_)
+    )
+    _hash_strings(offsets, data, valid, out)
+    return out
+
+
+def author_buckets(authors: pl.Series, buckets: int) -> np.ndarray:
+    """The bucket (int64, 0..buckets-1) of each name."""
+    check_buckets(buckets)
+    return (author_hashes(authors) % np.uint64(buckets)).astype(np.int64)
+
+
+def bucket_of(buckets: int) -> pl.Expr:
+    """The bucket of each post's author, as an expression (keeps the name ``author``)."""
+    check_buckets(buckets)
+    return pl.col("author").map_batches(
+        lambda s: pl.Series(s.name, author_buckets(s, buckets), dtype=pl.Int64),
+        return_dtype=pl.Int64,
+        is_elementwise=True,
+    )
+
+
+def check_buckets(buckets: int) -> None:
+    if buckets < 1:
+        raise ConfigError(f"ingest.buckets: must be at least 1, got {buckets}")
+
+
+def bucket_paths(out_dir: str | Path, buckets: int) -> list[Path]:
+    return [Path(out_dir) / f"{b}.parquet" for b in range(buckets)]
+
+
+def split_posts(posts: str | Path, buckets: int, out_dir: str | Path) -> list[int]:
+    """Write one shard's posts as ``out_dir``/{b}.parquet for b in 0..buckets-1 (every file
+    written, empty ones with the shard's schema), each in the shard's row order; returns the
+    rows of each bucket. Memory: one batch of ``SPLIT_BATCH_ROWS`` posts."""
+    check_buckets(buckets)
+    scan = pl.scan_parquet(str(posts))
+    schema = scan.collect_schema()
+    if "author" not in schema.names():
+        raise ConfigError(f"{posts}: the posts table lacks the column author")
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    writers = [ParquetAppender(p) for p in bucket_paths(out_dir, buckets)]
+    try:
+        for batch in scan.collect_batches(chunk_size=SPLIT_BATCH_ROWS):
+            which = author_buckets(batch["author"], buckets)
+            # a stable sort keeps each bucket's rows in the shard's order
+            order = np.argsort(which, kind="stable")
+            bounds = np.searchsorted(which[order], np.arange(buckets + 1))
+            for b, writer in enumerate(writers):
+                if bounds[b + 1] > bounds[b]:
+                    writer.write(batch[order[bounds[b] : bounds[b + 1]]])
+    except BaseException:
+        for writer in writers:
+            writer.discard()
+        raise
+    empty = pl.DataFrame(schema=schema)
+    for writer in writers:
+        writer.close(empty)
+    return [writer.rows for writer in writers]
