@@ -159,7 +159,7 @@ def bench_one(args, scale: float, workdir: Path) -> dict:
 
 
 def bench_buckets(args, scale: float, workdir: Path) -> dict:
-    """The map+reduce path of ``graph.buckets`` = ``args.buckets`` (every step a process, run one
+    """The map+reduce path of ``ingest.buckets`` = ``args.buckets`` (every step a process, run one
     after another), the one-job stage and the bare blocked product, on one generated graph; the
     two paths' outputs must be byte-identical."""
     n_subs = max(50, int(args.subreddits * scale))
@@ -262,7 +262,7 @@ def main() -> int:
         "--buckets",
         type=int,
         default=0,
-        help="also time the graph as a sum over this many user buckets (graph.buckets): each "
+        help="also time the graph as a sum over this many user buckets (ingest.buckets): each "
         "step a process, next to the one-job stage and the bare product",
     )
     parser.add_argument("--generate", nargs=5, help=argparse.SUPPRESS)
