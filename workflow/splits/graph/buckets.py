@@ -71,7 +71,8 @@ def write_bucket_memberships(
     posts: pl.LazyFrame, bucket: int, buckets: int, out_dir: str | Path
 ) -> Memberships:
     """counts.parquet (subreddit, n_users, n_posts; row i is code i) and memberships.parquet
-    (user, code) of the bucket's authors; returns them."""
+    (user, code) of the bucket's authors; returns them. ``posts`` is posts bucket b (rule
+    graph_bucket: every row is kept) or a whole table (filtered to the bucket's authors)."""
     check_bucket(bucket, buckets)
     missing = {"subreddit", "author"} - set(posts.collect_schema().names())
     if missing:

@@ -72,7 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def configure_bucket(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--posts", nargs="+", required=True, help="cleaned posts Parquet files")
+    parser.add_argument(
+        "--posts",
+        nargs="+",
+        required=True,
+        help="posts bucket b (what the rule passes), or any posts files: kept to bucket b",
+    )
     parser.add_argument("--bucket", type=int, required=True, help="this job's bucket, 0-based")
     parser.add_argument(
         "--out-dir", required=True, help="writes counts.parquet, memberships.parquet"

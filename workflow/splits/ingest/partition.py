@@ -23,7 +23,9 @@ import polars as pl
 from splits.errors import ConfigError
 from splits.io import ParquetAppender
 
-SPLIT_BATCH_ROWS = 500_000  # posts read at once while splitting a shard
+SPLIT_BATCH_ROWS = 50_000  # posts read at once while splitting a shard
+SPLIT_HELD_ROWS = 200_000  # posts held for the buckets' next row groups, all buckets together
+SPLIT_MIN_GROUP_ROWS = 10_000  # the smallest row group written before a bucket's last one
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -95,23 +97,43 @@ def bucket_paths(out_dir: str | Path, buckets: int) -> list[Path]:
 def split_posts(posts: str | Path, buckets: int, out_dir: str | Path) -> list[int]:
     """Write one shard's posts as ``out_dir``/{b}.parquet for b in 0..buckets-1 (every file
     written, empty ones with the shard's schema), each in the shard's row order; returns the
-    rows of each bucket. Memory: one batch of ``SPLIT_BATCH_ROWS`` posts."""
+    rows of each bucket. Memory: one batch of ``SPLIT_BATCH_ROWS`` posts and about
+    ``SPLIT_HELD_ROWS`` (at least ``SPLIT_MIN_GROUP_ROWS`` a bucket) held for the row groups
+    of the buckets, whatever the shard's size (read through pyarrow's batch reader without
+    pre-buffering: polars' batches of a lazy scan, and pyarrow's pre-buffered reader, held
+    memory that grew with the shard's size)."""
+    import pyarrow.parquet as pq
+
     check_buckets(buckets)
-    scan = pl.scan_parquet(str(posts))
-    schema = scan.collect_schema()
+    schema = pl.scan_parquet(str(posts)).collect_schema()
     if "author" not in schema.names():
         raise ConfigError(f"{posts}: the posts table lacks the column author")
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     writers = [ParquetAppender(p) for p in bucket_paths(out_dir, buckets)]
+    # each bucket's rows are held until there are enough for a row group of useful size, while
+    # all buckets together hold about SPLIT_HELD_ROWS at most
+    flush_rows = max(SPLIT_MIN_GROUP_ROWS, SPLIT_HELD_ROWS // buckets)
+    pending: list[list[pl.DataFrame]] = [[] for _ in range(buckets)]
+    held = [0] * buckets
     try:
-        for batch in scan.collect_batches(chunk_size=SPLIT_BATCH_ROWS):
-            which = author_buckets(batch["author"], buckets)
-            # a stable sort keeps each bucket's rows in the shard's order
-            order = np.argsort(which, kind="stable")
-            bounds = np.searchsorted(which[order], np.arange(buckets + 1))
-            for b, writer in enumerate(writers):
-                if bounds[b + 1] > bounds[b]:
-                    writer.write(batch[order[bounds[b] : bounds[b + 1]]])
+        # pre-buffering keeps what was read of the file: memory would grow with the shard
+        with pq.ParquetFile(str(posts), pre_buffer=False, buffer_size=1 << 20) as reader:
+            for record_batch in reader.iter_batches(batch_size=SPLIT_BATCH_ROWS):
+                batch = pl.from_arrow(record_batch)
+                which = author_buckets(batch["author"], buckets)
+                # a stable sort keeps each bucket's rows in the shard's order
+                order = np.argsort(which, kind="stable")
+                bounds = np.searchsorted(which[order], np.arange(buckets + 1))
+                for b in range(buckets):
+                    if bounds[b + 1] > bounds[b]:
+                        pending[b].append(batch[order[bounds[b] : bounds[b + 1]]])
+                        held[b] += int(bounds[b + 1] - bounds[b])
+                        if held[b] >= flush_rows:
+                            writers[b].write(pl.concat(pending[b]))
+                            pending[b], held[b] = [], 0
+        for b in range(buckets):
+            if pending[b]:
+                writers[b].write(pl.concat(pending[b]))
     except BaseException:
         for writer in writers:
             writer.discard()
