@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from conftest import copy_repo, run_snakemake
 from splits.config.settings import schema_defaults
@@ -181,6 +182,31 @@ def test_split_keeps_order_and_writes_empty_buckets(tmp_path):
     with pytest.raises(ConfigError, match="author"):
         pl.DataFrame({"post_id": ["1"]}).write_parquet(tmp_path / "bad.parquet")
         split_posts(tmp_path / "bad.parquet", 2, tmp_path / "bad")
+
+
+def test_split_in_many_batches_equals_a_filter(tmp_path, monkeypatch):
+    """Small batches and row groups (the shard read and the buckets written piece by piece):
+    each bucket file is the shard filtered to its authors, in the shard's order."""
+    from splits.ingest import partition
+
+    monkeypatch.setattr(partition, "SPLIT_BATCH_ROWS", 700)
+    monkeypatch.setattr(partition, "SPLIT_HELD_ROWS", 2_000)
+    monkeypatch.setattr(partition, "SPLIT_MIN_GROUP_ROWS", 100)
+    n = 12_345
+    frame = pl.DataFrame(
+        {"post_id": [f"p{i}" for i in range(n)], "author": [f"a{(i * 7919) % 997}" for i in range(n)],
+         "text": [f"text {i}" for i in range(n)]}
+    )  # fmt: skip
+    path = tmp_path / "shard.parquet"
+    frame.write_parquet(path, row_group_size=1_000)
+    rows = split_posts(path, 5, tmp_path / "out")
+    which = author_buckets(frame["author"], 5)
+    for b in range(5):
+        part_path = tmp_path / "out" / f"{b}.parquet"
+        assert pl.read_parquet(part_path).equals(frame.filter(pl.Series(which == b)))
+        groups = pq.ParquetFile(part_path).metadata.num_row_groups
+        assert 1 < groups <= -(-rows[b] // 100), (b, groups)
+    assert sum(rows) == n
 
 
 def test_a_post_id_under_two_authors_is_kept_once_per_bucket(tmp_path):
