@@ -340,3 +340,14 @@ def _keys(work: Path) -> list[str]:
     from splits.config.definitions import load_demographics
 
     return [d.key for d in load_demographics(work / "config" / "demographics.sample.yaml")]
+
+
+def test_the_old_spelling_names_the_new_one():
+    from splits.config.schema import validate_config
+
+    with pytest.raises(ConfigError, match=r"^graph\.buckets: unknown key \(now ingest\.buckets\)$"):
+        validate_config({"graph": {"buckets": 4}})
+    assert validate_config({"ingest": {"buckets": 4}})["ingest"]["buckets"] == 4
+    assert validate_config({})["ingest"]["buckets"] == 1
+    with pytest.raises(ConfigError, match="ingest.buckets"):
+        validate_config({"ingest": {"buckets": 0}})

@@ -73,6 +73,10 @@ def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) or "<top level>"
 
 
+# keys of an earlier version -> their spelling now, named in the unknown-key error
+MOVED_KEYS = {"graph.buckets": "ingest.buckets"}
+
+
 def validate_config(config: dict, schema: dict | None = None) -> dict:
     """Validate ``config`` in place against the schema, filling defaults; return it.
 
@@ -85,7 +89,8 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
         err = errors[0]
         key = _key_path(err)
         if err.validator == "additionalProperties":
-            raise ConfigError(f"{key}: unknown key")
+            moved = MOVED_KEYS.get(key)
+            raise ConfigError(f"{key}: unknown key" + (f" (now {moved})" if moved else ""))
         if err.validator == "required":
             raise ConfigError(f"{key}: required key is missing")
         message = err.message.splitlines()[0]
