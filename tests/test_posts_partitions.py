@@ -246,6 +246,8 @@ def test_reduce_checks_its_inputs(single, tmp_path):
         reduce_reports(reports, [bucket_reports[0]] * 2, tmp_path / "r.json")
     with pytest.raises(ConfigError, match="does not exist"):
         reduce_reports(reports, [str(tmp_path / "nope.json")], tmp_path / "r.json")
+    with pytest.raises(ConfigError, match="accounting mismatch.*not of one run"):
+        reduce_reports(reports, bucket_reports[:1], tmp_path / "r.json")
     # every bucket empty (all posts of a run dropped): the reduce names the inputs
     empty = {"posts": 0, "bot_posts": 0, "duplicate_id": 0, "bots": {}}
     (tmp_path / "e.json").write_text(json.dumps(empty))
@@ -351,3 +353,46 @@ def test_the_old_spelling_names_the_new_one():
     assert validate_config({})["ingest"]["buckets"] == 1
     with pytest.raises(ConfigError, match="ingest.buckets"):
         validate_config({"ingest": {"buckets": 0}})
+
+
+def test_cli_steps_and_their_one_line_errors(single, tmp_path):
+    """The three subcommands the rules run, chained over 2 buckets: the report the single
+    merge writes (plus the buckets' posts); bad arguments stop with one line."""
+    root, posts, reports, _, _ = single
+    cli = [sys.executable, "-m", "splits.cli"]
+
+    def run(*args):
+        return subprocess.run([*cli, *args], capture_output=True, text=True, timeout=300)
+
+    for k, path in enumerate(posts):
+        done = run("split-posts", "--posts", path, "--out-dir", str(tmp_path / "split" / str(k)),
+                   "--settings", '{"buckets": 2}')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    for b in range(2):
+        parts = [str(tmp_path / "split" / str(k) / f"{b}.parquet") for k in range(len(posts))]
+        done = run("merge-bucket", "--posts", *parts, "--out", str(tmp_path / f"{b}.parquet"),
+                   "--report", str(tmp_path / f"{b}.json"))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    done = run("ingest-report", "--shard-reports", *reports, "--bucket-reports",
+               str(tmp_path / "0.json"), str(tmp_path / "1.json"),
+               "--report", str(tmp_path / "report.json"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert len(report.pop("buckets")) == 2
+    assert report == json.loads((root / "ingest_report.json").read_text())
+    bad = [
+        ("split-posts", "--posts", posts[0], "--out-dir", str(tmp_path / "x"),
+         "--settings", '{"buckets": 0}'),
+        ("split-posts", "--posts", str(tmp_path / "nope.parquet"), "--out-dir",
+         str(tmp_path / "x"), "--settings", '{"buckets": 2}'),
+        ("merge-bucket", "--posts", str(tmp_path / "nope.parquet"), "--out",
+         str(tmp_path / "y.parquet"), "--report", str(tmp_path / "y.json")),
+        ("ingest-report", "--shard-reports", *reports, "--bucket-reports",
+         str(tmp_path / "0.json"), str(tmp_path / "0.json"), "--report", str(tmp_path / "z")),
+    ]  # fmt: skip
+    for args in bad:
+        proc = run(*args)
+        assert proc.returncode != 0, args
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "x").exists() or not list((tmp_path / "x").iterdir())

@@ -1,4 +1,9 @@
-"""Merge the ingested shards into the posts table (``splits merge-posts``).
+"""Merge the ingested shards into the posts table (``splits merge-posts``), or, with
+``ingest.buckets`` = P > 1, each bucket by author of the shards into posts bucket b
+(``splits merge-bucket``, :func:`merge_bucket`) and the buckets' reports into the ingest report
+(``splits ingest-report``, :func:`reduce_reports`); both ways apply the rules below to the same
+posts, since all posts of an author, and so all copies of a post id with one author, are in one
+bucket (docs/cluster.md).
 
 - drops post ids already seen in an earlier shard (first occurrence kept, in the order the
   shards are given), counted as ``duplicate_id``;
@@ -183,13 +188,16 @@ def reduce_reports(
                 "the bucket reports are not of one run"
             )
         verdicts.update(bucket["bots"])
-    report = _ingest_report(
-        shards,
-        dict(sorted(verdicts.items())),
-        sum(int(b["bot_posts"]) for b in buckets),
-        sum(int(b["duplicate_id"]) for b in buckets),
-        sum(int(b["posts"]) for b in buckets),
-    )
+    try:
+        report = _ingest_report(
+            shards,
+            dict(sorted(verdicts.items())),
+            sum(int(b["bot_posts"]) for b in buckets),
+            sum(int(b["duplicate_id"]) for b in buckets),
+            sum(int(b["posts"]) for b in buckets),
+        )
+    except RuntimeError as err:  # the sums disagree: reports of different runs or splits
+        raise ConfigError(f"ingest-report: {err}; the reports are not of one run") from err
     report["buckets"] = [int(b["posts"]) for b in buckets]
     write_json(report, report_path)
     return report
