@@ -396,3 +396,17 @@ def test_cli_steps_and_their_one_line_errors(single, tmp_path):
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "x").exists() or not list((tmp_path / "x").iterdir())
+
+
+def test_threads_read_from_the_bucket_files_equal_the_one_table(single, tmp_path):
+    """The held-out split's threads (hypotheses --posts) from P bucket files: the same
+    post -> thread map as from the one table."""
+    from splits.hypotheses.baseline import read_threads
+
+    root, posts, reports, _, _ = single
+    bucketed_merge(posts, reports, 3, tmp_path)
+    whole = root / "posts.parquet"
+    ids = pl.read_parquet(whole)["post_id"].gather_every(7)
+    one = read_threads(str(whole), ids)
+    many = read_threads([str(tmp_path / "buckets" / f"{b}.parquet") for b in range(3)], ids)
+    assert one == many and len(one) == ids.len() > 1000
