@@ -207,6 +207,28 @@ def graph_input_args(wildcards, input):
     ]  # fmt: skip
 
 
+def groupness_bucket_inputs(wildcards):
+    """ingest.buckets > 1: every posts bucket's seed-user table and subreddit names of the
+    demographic (rule groupness_bucket), which rule groupness reduces; none with one table.
+    """
+    if POSTS_BUCKETS == 1:
+        return {}
+    folder = f"{RESULTS}/demographics/{wildcards.demographic}/buckets"
+    return {
+        f"bucket_{kind}": [f"{folder}/{b}.{kind}.parquet" for b in range(POSTS_BUCKETS)]
+        for kind in ("users", "subreddits")
+    }
+
+
+def groupness_bucket_args(wildcards, input):
+    if POSTS_BUCKETS == 1:
+        return []
+    return [
+        "--bucket-users", *input.bucket_users,
+        "--bucket-subreddits", *input.bucket_subreddits,
+    ]  # fmt: skip
+
+
 def demographics_bots_file():
     """The known-bot list as an input (so editing it re-runs group-ness); [] when the
     configured file does not exist (AutoModerator and [deleted] are always dropped)."""

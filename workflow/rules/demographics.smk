@@ -1,10 +1,42 @@
 # Rules of the demographics stage family (docs/method.md 2.4-2.5): per demographic, U_d, D_d and
 # group-ness (rule groupness), self-ID search, verification, curve and threshold (rule selfid);
 # then thresholds.json and the formula comparison over all demographics (rule selfid_summary).
+# With ingest.buckets > 1, rule groupness_bucket counts and scores each posts bucket's seed users,
+# and rule groupness reduces those users tables (D_d still streams every bucket).
+
+if POSTS_BUCKETS > 1:
+
+    rule groupness_bucket:
+        input:
+            posts=f"{RESULTS}/posts/buckets/{{bucket}}.parquet",
+            subreddits=f"{RESULTS}/graph/subreddits.parquet",
+        output:
+            users=f"{RESULTS}/demographics/{{demographic}}/buckets/{{bucket}}.users.parquet",
+            subreddits=f"{RESULTS}/demographics/{{demographic}}/buckets/{{bucket}}.subreddits.parquet",
+        log:
+            "logs/groupness_bucket/{demographic}/{bucket}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/groupness_bucket/{{demographic}}/{{bucket}}.tsv"
+        conda:
+            "../../envs/demographics.yaml"
+        threads: config["demographics"]["threads"]
+        resources:
+            mem_mb=4096,
+        params:
+            demographics=DEMOGRAPHICS_FILE,
+            demographics_slice=lambda w: demographics_slice(
+                "seed_subreddits", demographic=w.demographic
+            ),
+        shell:
+            "POLARS_MAX_THREADS={threads} splits groupness-bucket --posts {input.posts:q}"
+            " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
+            " --demographic {wildcards.demographic:q} --out-users {output.users:q}"
+            " --out-subreddits {output.subreddits:q} > {log:q} 2>&1"
 
 
 rule groupness:
     input:
+        unpack(groupness_bucket_inputs),
         posts=posts_files(),
         subreddits=f"{RESULTS}/graph/subreddits.parquet",
         bots=demographics_bots_file(),
@@ -29,13 +61,14 @@ rule groupness:
         ),
         settings=settings_json(config, GroupnessSettings),
         bots=lambda wildcards, input: ["--bots", *input.bots] if input.bots else [],
+        buckets=groupness_bucket_args,
     shell:
         "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts:q}"
         " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
         " --demographic {wildcards.demographic:q} {params.bots:q}"
         " --out-users {output.users:q} --out-posts {output.posts:q}"
         " --out-report {output.report:q} --health {output.health:q}"
-        " --settings {params.settings:q} > {log:q} 2>&1"
+        " --settings {params.settings:q} {params.buckets:q} > {log:q} 2>&1"
 
 
 rule selfid:

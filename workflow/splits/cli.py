@@ -74,6 +74,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.demographics.cli",
         "per-demographic users, D_d posts, group-ness and percentiles",
     ),
+    "groupness-bucket": (
+        "splits.demographics.cli",
+        "one posts bucket's seed users of a demographic: counts and group-ness scores",
+    ),
     "selfid": (
         "splits.demographics.cli",
         "self-ID phrase search, verification, curves and thresholds",

@@ -18,10 +18,12 @@ from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.config.templates import PROMPT_SLOTS, unknown_slot_error, unknown_slots
 from splits.demographics.curves import unsupported_error
 from splits.demographics.groupness import (
+    bucket_users,
     build_users,
     demographic_posts,
     find_demographic,
     kept_subreddits,
+    merge_bucket_users,
     read_bots,
     write_demographic_posts,
 )
@@ -58,18 +60,41 @@ def configure_groupness(parser: argparse.ArgumentParser) -> None:
         "--out-report", required=True, help="counts of kept and dropped users and posts (JSON)"
     )
     parser.add_argument("--health", help="run-health findings (JSON; splits.health)")
+    parser.add_argument(
+        "--bucket-users",
+        nargs="+",
+        help="ingest.buckets > 1: every posts bucket's seed-user table (splits groupness-bucket);"
+        " the users come from these, --posts is read only for D_d",
+    )
+    parser.add_argument(
+        "--bucket-subreddits",
+        nargs="+",
+        help="every bucket's subreddit names (with --bucket-users)",
+    )
     add_settings_arguments(parser)
+
+
+def _existing(flag: str, paths: list[str]) -> list[str]:
+    for p in paths:
+        if not Path(p).exists():
+            raise ConfigError(f"{flag}: {p} does not exist")
+    return list(paths)
 
 
 def run_groupness(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, GroupnessSettings)
     demographic = find_demographic(args.demographics, args.demographic)
-    for p in args.posts:
-        if not Path(p).exists():
-            raise ConfigError(f"--posts: {p} does not exist")
-    posts = scan_posts(list(args.posts))
+    posts = scan_posts(_existing("--posts", args.posts))
     kept = kept_subreddits(args.subreddits)
-    result = build_users(posts, kept, demographic, read_bots(args.bots), settings)
+    bots = read_bots(args.bots)
+    if bool(args.bucket_users) != bool(args.bucket_subreddits):
+        raise ConfigError("--bucket-users and --bucket-subreddits: give both or neither")
+    if args.bucket_users:
+        users_files = _existing("--bucket-users", args.bucket_users)
+        names_files = _existing("--bucket-subreddits", args.bucket_subreddits)
+        result = merge_bucket_users(users_files, names_files, kept, demographic, bots, settings)
+    else:
+        result = build_users(posts, kept, demographic, bots, settings)
     write_parquet(result.users, args.out_users)
     n_posts = write_demographic_posts(demographic_posts(posts, result.users, kept), args.out_posts)
     result.report["posts"] = int(n_posts)
@@ -84,6 +109,29 @@ def run_groupness(args: argparse.Namespace) -> int:
         result.report["dropped_known_bots"],
         result.report["dropped_top_users"],
     )
+    return 0
+
+
+def configure_groupness_bucket(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--posts", required=True, help="one posts bucket by author (Parquet)")
+    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
+    parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
+    parser.add_argument("--demographic", required=True, help="demographic key")
+    parser.add_argument(
+        "--out-users", required=True, help="the bucket's seed users: counts and scores (Parquet)"
+    )
+    parser.add_argument(
+        "--out-subreddits", required=True, help="the bucket's subreddit names (Parquet)"
+    )
+
+
+def run_groupness_bucket(args: argparse.Namespace) -> int:
+    demographic = find_demographic(args.demographics, args.demographic)
+    posts = scan_posts(_existing("--posts", [args.posts]))
+    users, names = bucket_users(posts, kept_subreddits(args.subreddits), demographic)
+    write_parquet(users, args.out_users)
+    write_parquet(names, args.out_subreddits)
+    log.info("%s: %d seed users in %s", demographic.key, users.height, args.posts)
     return 0
 
 
@@ -226,5 +274,6 @@ def run_selfid(args: argparse.Namespace) -> int:
 # subcommand of ``splits`` -> (configure_parser, run); the table in splits.cli names this module
 SUBCOMMANDS = {
     "groupness": (configure_groupness, run_groupness),
+    "groupness-bucket": (configure_groupness_bucket, run_groupness_bucket),
     "selfid": (configure_selfid, run_selfid),
 }

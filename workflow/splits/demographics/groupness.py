@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ import polars as pl
 
 from splits.config.definitions import Demographic, load_demographics
 from splits.demographics.settings import GroupnessSettings
-from splits.errors import ConfigError
+from splits.errors import ConfigError, InputError
 from splits.health import Finding, log_findings
 from splits.io import write_sorted_parquet
 
@@ -53,6 +54,14 @@ POST_COLUMNS = [
     "score",
     "conversation_id",
     "reply_to",
+]
+# a seed user's per-user numbers, before the bot drop and the top-user cut (a bucket's table)
+AGGREGATE_COLUMNS = [
+    "author",
+    "n_seed_posts",
+    "n_seed_subreddits",
+    *(f"g_{formula}" for formula in FORMULAS),
+    "n_posts",
 ]
 USER_COLUMNS = [
     "author",
@@ -143,6 +152,49 @@ def _seeds_with_suggestions(seeds: list[str], names: list[str]) -> str:
     return "; ".join(parts)
 
 
+def _check_settings(settings: GroupnessSettings) -> None:
+    if settings.groupness not in FORMULAS:
+        raise ConfigError(
+            f"demographics.groupness: unknown formula {settings.groupness!r} (one of {FORMULAS})"
+        )
+    if not 0 <= settings.top_user_fraction < 1:
+        raise ConfigError("demographics.top_user_fraction: must be in [0, 1)")
+
+
+def user_aggregates(posts: pl.LazyFrame, counts: pl.DataFrame, kept: list[str]) -> pl.DataFrame:
+    """Per seed user (``counts``: :func:`seed_counts`, collected): n_seed_posts,
+    n_seed_subreddits, the score of every formula and n_posts, the user's posts in the kept
+    subreddits (lowercased), sorted by author. Everything here is per user, so the table of a
+    posts bucket by author is exact for that bucket's users."""
+    scores = groupness_scores(counts.lazy()).collect()
+    n_posts = (
+        posts.select("author", pl.col("subreddit").str.to_lowercase().alias("subreddit"))
+        .filter(pl.col("subreddit").is_in(kept))
+        .join(scores.lazy().select("author"), on="author", how="semi")
+        .group_by("author")
+        .agg(pl.len().cast(pl.Int64).alias("n_posts"))
+        .collect(engine="streaming")
+    )
+    return (
+        scores.join(n_posts, on="author", how="left")
+        .with_columns(pl.col("n_posts").fill_null(0))
+        .select(AGGREGATE_COLUMNS)
+        .sort("author")
+    )
+
+
+def post_subreddit_names(posts: pl.LazyFrame) -> list[str]:
+    """The posts' subreddit names, lowercased, unique and sorted (what a missing seed's
+    suggestions are drawn from)."""
+    return (
+        posts.select(pl.col("subreddit").str.to_lowercase().unique())
+        .collect(engine="streaming")["subreddit"]
+        .drop_nulls()
+        .sort()
+        .to_list()
+    )
+
+
 def build_users(
     posts: pl.LazyFrame,
     kept_subreddits: list[str],
@@ -152,31 +204,79 @@ def build_users(
 ) -> GroupnessResult:
     """The users table of one demographic (see the module docstring for every step); ``bots``:
     :func:`read_bots`."""
-    formula, top_user_fraction = settings.groupness, settings.top_user_fraction
-    if formula not in FORMULAS:
-        raise ConfigError(
-            f"demographics.groupness: unknown formula {formula!r} (one of {FORMULAS})"
-        )
-    if not 0 <= top_user_fraction < 1:
-        raise ConfigError("demographics.top_user_fraction: must be in [0, 1)")
+    _check_settings(settings)
     seeds = [s.lower() for s in demographic.seed_subreddits]
     kept = sorted({s.lower() for s in kept_subreddits})
-
     counts = seed_counts(posts, seeds).collect(engine="streaming")
     present = set(counts["subreddit"].unique().to_list())
+    aggregates = user_aggregates(posts, counts, kept)
+    return reduce_users(
+        aggregates, present, lambda: post_subreddit_names(posts), kept, demographic, bots, settings
+    )
+
+
+def bucket_users(
+    posts: pl.LazyFrame, kept_subreddits: list[str], demographic: Demographic
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One posts bucket by author (ingest.buckets > 1): its seed users' aggregates
+    (:func:`user_aggregates`) and its subreddit names (column ``subreddit``), the inputs of
+    :func:`merge_bucket_users`."""
+    seeds = [s.lower() for s in demographic.seed_subreddits]
+    kept = sorted({s.lower() for s in kept_subreddits})
+    counts = seed_counts(posts, seeds).collect(engine="streaming")
+    names = pl.DataFrame(
+        {"subreddit": post_subreddit_names(posts)}, schema={"subreddit": pl.String}
+    )
+    return user_aggregates(posts, counts, kept), names
+
+
+def merge_bucket_users(
+    users_files: list[str | Path],
+    names_files: list[str | Path],
+    kept_subreddits: list[str],
+    demographic: Demographic,
+    bots: frozenset[str],
+    settings: GroupnessSettings,
+) -> GroupnessResult:
+    """The users table of one demographic from its buckets' tables (:func:`bucket_users`):
+    the same as :func:`build_users` over all the posts, reading only users-sized tables."""
+    _check_settings(settings)
+    aggregates = pl.read_parquet([str(p) for p in users_files]).select(AGGREGATE_COLUMNS)
+    repeated = aggregates.filter(pl.col("author").is_duplicated())["author"]
+    if repeated.len():
+        raise InputError(
+            f"group-ness buckets: {repeated.n_unique()} authors are in more than one bucket "
+            f"(e.g. {repeated[0]!r}); the posts buckets must split the posts by author"
+        )
+    names = pl.read_parquet([str(p) for p in names_files])["subreddit"].unique().sort()
+    seeds = {s.lower() for s in demographic.seed_subreddits}
+    present = seeds & set(names.to_list())
+    kept = sorted({s.lower() for s in kept_subreddits})
+    return reduce_users(
+        aggregates.sort("author"), present, names.to_list, kept, demographic, bots, settings
+    )
+
+
+def reduce_users(
+    aggregates: pl.DataFrame,
+    present: set[str],
+    subreddit_names: Callable[[], list[str]],
+    kept: list[str],
+    demographic: Demographic,
+    bots: frozenset[str],
+    settings: GroupnessSettings,
+) -> GroupnessResult:
+    """From every seed user's aggregates (:func:`user_aggregates`) and the seeds that occur in
+    the posts (``present``; ``subreddit_names`` is called only to suggest names for missing
+    seeds): the seed findings, the known-bot drop, the top-user cut, percentiles and report."""
+    formula, top_user_fraction = settings.groupness, settings.top_user_fraction
+    seeds = [s.lower() for s in demographic.seed_subreddits]
     missing_seeds = sorted(set(seeds) - present)
     findings: list[Finding] = []
     if missing_seeds:
         # as the user spelt them; the posts' names to suggest from (lowercased at ingest)
         spelt = [s for s in demographic.seed_subreddits if s.lower() in missing_seeds]
-        names = (
-            posts.select(pl.col("subreddit").str.to_lowercase().unique())
-            .collect(engine="streaming")["subreddit"]
-            .drop_nulls()
-            .sort()
-            .to_list()
-        )
-        named = _seeds_with_suggestions(spelt, names)
+        named = _seeds_with_suggestions(spelt, subreddit_names())
         if not present:
             raise ConfigError(
                 f"demographics.file: demographic {demographic.key!r}: none of its seed "
@@ -207,23 +307,10 @@ def build_users(
         )
     log_findings(findings, log)
 
-    scores = groupness_scores(counts.lazy()).collect()
-    n_seed_users = scores.height
+    n_seed_users = aggregates.height
     is_bot = pl.col("author").str.to_lowercase().is_in(sorted(bots))
-    bot_users = scores.filter(is_bot).height
-    scores = scores.filter(~is_bot)
-
-    n_posts = (
-        posts.select("author", pl.col("subreddit").str.to_lowercase().alias("subreddit"))
-        .filter(pl.col("subreddit").is_in(kept))
-        .join(scores.lazy().select("author"), on="author", how="semi")
-        .group_by("author")
-        .agg(pl.len().cast(pl.Int64).alias("n_posts"))
-        .collect(engine="streaming")
-    )
-    users = scores.join(n_posts, on="author", how="left").with_columns(
-        pl.col("n_posts").fill_null(0)
-    )
+    bot_users = aggregates.filter(is_bot).height
+    users = aggregates.filter(~is_bot)
     n_top = int(math.floor(top_user_fraction * users.height))
     top_users = (
         users.sort(["n_posts", "author"], descending=[True, False]).head(n_top)["author"]
