@@ -278,13 +278,16 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
     commands = [line[len(shell) :] for line in proc.stdout.splitlines() if line.startswith(shell)]
     readers = [c for c in commands if "results/posts/buckets/0.parquet" in c]
     names = {c.split("splits ")[1].split()[0] for c in readers}
-    # group-ness and the held-out split's threads read the whole dataset, a graph bucket its own
-    assert {"groupness", "hypotheses", "graph-bucket", "merge-bucket"} <= names, names
+    # group-ness's reduce (for D_d) and the held-out split's threads read the whole dataset, a
+    # graph bucket and a group-ness bucket their own
+    assert {"groupness", "groupness-bucket", "hypotheses", "graph-bucket", "merge-bucket"} <= names
     for command in readers:
-        if "splits groupness" in command or "splits hypotheses" in command:
+        if "splits groupness " in command or "splits hypotheses" in command:
             assert f"--posts {buckets}" in command, command
         if "splits graph-bucket" in command:
             assert "--posts results/posts/buckets/0.parquet --bucket 0" in command, command
+        if "splits groupness-bucket" in command:
+            assert "--posts results/posts/buckets/0.parquet --subreddits" in command, command
 
 
 def _outputs(results: Path) -> dict[str, object]:
