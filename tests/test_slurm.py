@@ -3,7 +3,8 @@
 `.ci/slurm/start.sh` starts munged, slurmctld and slurmd on this host (accounting off,
 MinJobAge=3600 so finished jobs stay visible to squeue); the CPU stages of the default pipeline
 run with `--profile profiles/slurm` (job status through squeue), their Parquet outputs
-must equal a local run's, and `.ci/slurm/stop.sh` stops exactly the daemons that were started.
+must equal a local run's (the graph
+there in GRAPH_BUCKETS user buckets, the topic splits in three shards: one job each locally), and `.ci/slurm/stop.sh` stops exactly the daemons that were started.
 Skips (with the reason) only where it cannot be root, or Slurm is not installed (`.ci/run` installs
 it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this host's own Slurm (or to another running
 cluster of start.sh), which the test leaves alone.
@@ -11,6 +12,7 @@ cluster of start.sh), which the test leaves alone.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -41,7 +43,10 @@ CPU_TARGETS = (
     "results/demographics/thresholds.json",
     "results/topics/topic_posts.parquet",
     "results/dataset/quadruplets.parquet",
+    "results/dataset/export/README.md",
 )
+# The graph's user buckets on Slurm (the local run builds it in one job).
+GRAPH_BUCKETS = 4
 CPU_RESULT_DIRS = ("posts", "graph", "demographics", "topics", "dataset")
 
 pytestmark = pytest.mark.slow  # about 2-3 minutes on an idle 2-core machine
@@ -187,19 +192,29 @@ def _parquet_files(root: Path) -> dict[str, Path]:
     return files
 
 
-def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_path):
-    """Also: the BM25 topic splits run as separate Slurm jobs per shard (three shards here,
-    one in the local run), and their output equals the local run's."""
-    import json
+class SlurmPipeline:
+    """One run of the CPU stages through the Slurm profile: its working copy, the local run's
+    topic plan it was cut against, and the rule of every Slurm job it submitted."""
 
-    import yaml
+    def __init__(self, workdir: Path, local_plan: dict, submitted: list[str]):
+        self.workdir = workdir
+        self.local_plan = local_plan
+        self.submitted = submitted
 
-    workdir = copy_repo(tmp_path / "repo")
+
+@pytest.fixture(scope="module")
+def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipeline:
+    """The CPU stages on Slurm, scaled out where the local run is one job: the BM25 topic splits
+    in three shards (one locally) and the graph in GRAPH_BUCKETS user buckets (one job
+    locally), every job its own Slurm job. Both cases below read this one run."""
+    workdir = copy_repo(tmp_path_factory.mktemp("slurm-run") / "repo")
     local_plan = json.loads((default_run / "results/topics/shards/posts/plan.json").read_text())
     assert len(local_plan["shards"]) == 1
+    assert yaml.safe_load((default_run / "config/config.yaml").read_text())["graph"]["buckets"] == 1
     config_path = workdir / "config" / "config.yaml"
     config = yaml.safe_load(config_path.read_text())
     config["topics"]["shard_posts"] = -(-local_plan["posts"] // 3)  # three shards
+    config["graph"]["buckets"] = GRAPH_BUCKETS
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     jobs_before = set(slurm_cluster.run("squeue", "-h", "--states=all", "-o", "%i").stdout.split())
     proc = slurm_cluster.run(
@@ -233,6 +248,13 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
     assert len(new) >= 10, f"expected the pipeline's jobs in squeue, got {new}"
     assert all(state == "COMPLETED" for _, state, _ in new), new
     submitted = [comment.split("_wildcards")[0].removeprefix("rule_") for *_, comment in new]
+    return SlurmPipeline(workdir, local_plan, submitted)
+
+
+def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
+    """Also: the BM25 topic splits run as separate Slurm jobs per shard (three shards here,
+    one in the local run), and their output equals the local run's."""
+    workdir, submitted = slurm_pipeline.workdir, slurm_pipeline.submitted
     submitted_rules = set(submitted)
     assert {"synth", "ingest", "graph", "groupness", "topic_splits"} <= submitted_rules, (
         submitted_rules
@@ -248,7 +270,7 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
     ):
         assert submitted.count(rule) == jobs, (rule, submitted)
     plan = json.loads((workdir / "results/topics/shards/posts/plan.json").read_text())
-    assert len(plan["shards"]) == 3 and plan["posts"] == local_plan["posts"]
+    assert len(plan["shards"]) == 3 and plan["posts"] == slurm_pipeline.local_plan["posts"]
 
     slurm_files = _parquet_files(workdir)
     local_files = _parquet_files(default_run)
@@ -267,6 +289,44 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
         if left.schema != right.schema or not left.equals(right):
             different.append(rel)
     assert not different, f"Slurm and local outputs differ: {different}"
+
+
+def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
+    """The graph as GRAPH_BUCKETS user buckets, each map job a Slurm job of its own (one
+    membership and one co-membership job per bucket, one count job and one reduce), gives the
+    single-machine run's one-job graph, and the dataset exported downstream of it is the local
+    export, file for file."""
+    submitted = slurm_pipeline.submitted
+    for rule, jobs in (
+        ("graph_bucket", GRAPH_BUCKETS),
+        ("graph_subreddits", 1),
+        ("graph_overlaps", GRAPH_BUCKETS),
+        ("graph", 1),
+    ):
+        assert submitted.count(rule) == jobs, (rule, submitted)
+    workdir = slurm_pipeline.workdir
+    # the buckets' files are temp(): gone once the reduce has read them
+    assert not list((workdir / "results/graph/buckets").rglob("*.parquet"))
+    for name in ("subreddits.parquet", "neighbours.parquet"):
+        bucketed = pl.read_parquet(workdir / "results/graph" / name)
+        one_job = pl.read_parquet(default_run / "results/graph" / name)
+        assert bucketed.height > 0, name
+        assert bucketed.schema == one_job.schema and bucketed.equals(one_job), name
+    summary = json.loads((workdir / "results/graph/summary.json").read_text())
+    assert summary == json.loads((default_run / "results/graph/summary.json").read_text())
+    export = workdir / "results/dataset/export"
+    local_export = default_run / "results/dataset/export"
+    exported = sorted(p.relative_to(export) for p in export.rglob("*") if p.is_file())
+    assert exported == sorted(
+        p.relative_to(local_export) for p in local_export.rglob("*") if p.is_file()
+    )
+    assert Path("quadruplets.parquet") in exported and Path("README.md") in exported
+    for rel in exported:
+        if rel.suffix == ".parquet":
+            left, right = pl.read_parquet(export / rel), pl.read_parquet(local_export / rel)
+            assert left.height > 0 and left.equals(right), rel
+        else:
+            assert (export / rel).read_bytes() == (local_export / rel).read_bytes(), rel
 
 
 def test_profile_resources_from_environment(tmp_path):
