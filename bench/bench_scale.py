@@ -209,6 +209,14 @@ def dag_totals(result: dict) -> dict:
     }
 
 
+def rule_edges(result: dict) -> list[tuple[str, str]]:
+    """The edges between rules: rule A before rule B where a job of B reads a job of A's output
+    (a rule's jobs among themselves give none)."""
+    rule_of = {job["job"]: job["rule"] for job in result["jobs"]}
+    links = {(rule_of.get(a, a), rule_of.get(b, b)) for a, b in result["edges"]}
+    return sorted((a, b) for a, b in links if a != b)
+
+
 def fit(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
     """Least-squares slope and intercept of log y on log x (None with fewer than 2 sizes)."""
     points = [(math.log(x), math.log(max(y, 1e-3))) for x, y in zip(xs, ys, strict=True)]
@@ -351,7 +359,7 @@ def extrapolate(sizes, results, tables, totals, rules, fits, nodes, out: dict) -
     )
     targets = [PAPER_POSTS, *CLUSTER_POSTS]
     head = f"{'rule':<20}{'exp s':>7}{'exp MiB':>8}"
-    head += "".join(f"{f'{_size(t)}: jobs':>12}{'sum s':>10}{'MiB':>8}" for t in targets)
+    head += "".join(f"{f'{_size(t)}: jobs':>12}{'sum s':>12}{'MiB':>8}" for t in targets)
     print(head)
     out["fits"], out["extrapolation"] = {}, {t: {"rules": {}} for t in targets}
     for rule in rules:
@@ -362,7 +370,7 @@ def extrapolate(sizes, results, tables, totals, rules, fits, nodes, out: dict) -
             entry = {"jobs": at(jobs_fit, t), "sum_s": at(time_fit, t), "job_mib": at(mem_fit, t)}
             out["extrapolation"][t]["rules"][rule] = entry
             cells += (
-                f"{_fmt(entry['jobs']):>12}{_fmt(entry['sum_s']):>10}{_fmt(entry['job_mib']):>8}"
+                f"{_fmt(entry['jobs']):>12}{_fmt(entry['sum_s']):>12}{_fmt(entry['job_mib']):>8}"
             )
         exps = f"{_fmt(time_fit and time_fit[0], '.2f'):>7}{_fmt(mem_fit and mem_fit[0], '.2f'):>8}"
         print(f"{rule:<20}{exps}{cells}")
@@ -373,41 +381,49 @@ def extrapolate(sizes, results, tables, totals, rules, fits, nodes, out: dict) -
     }
     out["fits"]["totals"] = lines
     for name, line in lines.items():
-        values = ", ".join(f"{_size(t)}: {_fmt(at(line, t))} s" for t in targets)
-        print(f"{name}: exponent {line[0]:.2f}; {values}")
         for t in targets:
             out["extrapolation"][t][name] = at(line, t)
+    values = ", ".join(f"{_size(t)}: {_fmt(at(lines['wall_s'], t))} s" for t in targets)
+    print(f"wall of the run on this machine: exponent {lines['wall_s'][0]:.2f}; {values}")
     wall = at(lines["wall_s"], PAPER_POSTS)
     print(f"this machine, 89M posts (P = {PAPER_POSTS / ppb:,.0f}): {wall:,.0f} s wall")
     steep = [r for r in rules if fits[r]["s"] and fits[r]["s"][0] > 1.1]
     print(f"rules with a time exponent above 1.1: {', '.join(steep) if steep else 'none'}")
     print(
-        "\ncluster projection: hours = sum of job times / N + critical path (one job per node "
-        "at a time, the times of this machine)"
+        "\ncluster projection: hours = sum of job times / N + critical path, each summed over "
+        "the rules' extrapolations (sum: each rule's job seconds; critical path: each rule's "
+        "slowest job, along the rules' DAG); one job per node at a time, this machine's speed"
     )
     print(
-        f"{'posts':>8}{'P':>8}{'sum h':>9}{'crit h':>9}"
+        f"{'posts':>8}{'P':>10}{'sum h':>12}{'crit h':>9}"
         + "".join(f"{f'N={k}':>10}" for k in nodes)
         + f"{'largest job':>14}"
     )
     out["projection"] = {}
+    rule_links = rule_edges(results[sizes[-1]])
     for t in CLUSTER_POSTS:
-        job_sum, crit = at(lines["sum_job_s"], t), at(lines["critical_path_s"], t)
-        rule_mib = {r: out["extrapolation"][t]["rules"][r]["job_mib"] for r in rules}
+        per_rule_at = out["extrapolation"][t]["rules"]
+        job_sum = sum(e["sum_s"] for e in per_rule_at.values() if e["sum_s"] is not None)
+        slowest = {r: at(fits[r]["max_s"], t) or 0.0 for r in rules}
+        crit, crit_rules = critical_path(slowest, rule_links)
+        rule_mib = {r: per_rule_at[r]["job_mib"] for r in rules}
         biggest = max((r for r in rule_mib if rule_mib[r]), key=rule_mib.get)
         hours = {k: (job_sum / k + crit) / 3600 for k in nodes}
         out["projection"][t] = {
             "buckets": t / ppb,
             "sum_job_s": job_sum,
             "critical_path_s": crit,
+            "critical_path": crit_rules,
+            "slowest_job_s_by_rule": slowest,
             "hours_by_nodes": hours,
             "job_mib_by_rule": rule_mib,
         }
         print(
-            f"{_size(t):>8}{t / ppb:>8,.0f}{job_sum / 3600:>9.1f}{crit / 3600:>9.2f}"
-            + "".join(f"{hours[k]:>10.2f}" for k in nodes)
+            f"{_size(t):>8}{t / ppb:>10,.0f}{job_sum / 3600:>12,.1f}{crit / 3600:>9.2f}"
+            + "".join(f"{hours[k]:>10,.1f}" for k in nodes)
             + f"{f'{rule_mib[biggest] / 1024:.1f} GiB':>14} ({biggest})"
         )
+    print(f"critical path at {_size(CLUSTER_POSTS[-1])}: " + " -> ".join(crit_rules))
 
 
 def _plot(sizes, tables, rules, path: Path) -> None:
