@@ -2,8 +2,9 @@
 
 For each corpus size (posts of the generated corpus, ``synth.posts``) it copies the repository,
 writes a config (the default one with the paper's ``topics.top_k`` 3,000 and ``sampling.k`` 42,
-``synth.shards`` one per million posts, and ``graph.buckets`` P = posts / ``--posts-per-bucket``,
-so that every bucket holds about the same posts at every size), generates the corpus (the
+``synth.shards`` one per million posts, ``graph.buckets`` P = posts / ``--posts-per-bucket``
+and ``topics.shard_posts`` = ``--posts-per-bucket``, so that every user bucket and every BM25
+shard holds about the same posts at every size), generates the corpus (the
 ``synth`` rule, timed apart), then runs ``snakemake --cores N`` for the targets of ingest, the
 graph, the demographics, the topic splits and the dataset export (no evaluation or probes: they
 depend on the number of quadruplets, not on the corpus).
@@ -89,7 +90,7 @@ def buckets_for(posts: int, posts_per_bucket: int) -> int:
     return max(1, round(posts / posts_per_bucket))
 
 
-def bench_config(workdir: Path, posts: int, buckets: int) -> Path:
+def bench_config(workdir: Path, posts: int, buckets: int, posts_per_bucket: int) -> Path:
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
     config["synth"]["posts"] = posts
     config["synth"]["shards"] = max(2, math.ceil(posts / 1_000_000))
@@ -97,6 +98,9 @@ def bench_config(workdir: Path, posts: int, buckets: int) -> Path:
     config["sampling"]["k"] = 42
     section, key = BUCKETS_KEY
     config.setdefault(section, {})[key] = buckets
+    # the BM25 stage's shards (of the demographics' posts, a part of the corpus) at the same
+    # fixed size: every partitioned stage does the same work per job at every corpus size
+    config["topics"]["shard_posts"] = posts_per_bucket
     path = workdir / "config" / "bench_scale.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -154,7 +158,7 @@ def run_size(posts: int, args) -> dict:
     workdir = root / "repo"
     shutil.copytree(REPO, workdir, ignore=IGNORE)
     buckets = buckets_for(posts, args.posts_per_bucket)
-    config = bench_config(workdir, posts, buckets)
+    config = bench_config(workdir, posts, buckets, args.posts_per_bucket)
     synth_s, _ = snakemake(workdir, config, [SYNTH_TARGET], args)
     print(f"  {posts:,} posts: corpus generated in {synth_s:.0f} s, P = {buckets}", flush=True)
     load_before = os.getloadavg()

@@ -2,12 +2,12 @@
 
 `.ci/slurm/start.sh` starts munged, slurmctld and slurmd on this host (accounting off,
 MinJobAge=3600 so finished jobs stay visible to squeue); the CPU stages of the default pipeline
-run with `--profile profiles/slurm` (job status through squeue), their Parquet outputs
-must equal a local run's (the graph
-there in GRAPH_BUCKETS user buckets, the topic splits in three shards: one job each locally), and `.ci/slurm/stop.sh` stops exactly the daemons that were started.
-Skips (with the reason) only where it cannot be root, or Slurm is not installed (`.ci/run` installs
-it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this host's own Slurm (or to another running
-cluster of start.sh), which the test leaves alone.
+run with `--profile profiles/slurm` (job status through squeue), scaled out where the local run
+is one job (the graph in GRAPH_BUCKETS user buckets, the BM25 topic splits in three shards), and
+their outputs must equal a local run's; `.ci/slurm/stop.sh` stops exactly the daemons that were
+started. Skips (with the reason) only where it cannot be root, or Slurm is not installed
+(`.ci/run` installs it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this
+host's own Slurm (or to another running cluster of start.sh), which the test leaves alone.
 """
 
 from __future__ import annotations
