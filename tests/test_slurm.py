@@ -202,6 +202,11 @@ def _parquet_files(root: Path) -> dict[str, Path]:
     return files
 
 
+# pytest-timeout counts the fixtures: the local run and the whole CPU DAG through Slurm, 2-3
+# minutes on an idle 2-core machine, over the suite's 900 s on a loaded one
+SLURM_PIPELINE_TIMEOUT = pytest.mark.timeout(2400)
+
+
 class SlurmPipeline:
     """One run of the CPU stages through the Slurm profile: its working copy, the local run's
     topic plan it was cut against, and the rule of every Slurm job it submitted."""
@@ -262,6 +267,7 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
     return SlurmPipeline(workdir, local_plan, submitted)
 
 
+@SLURM_PIPELINE_TIMEOUT
 def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
     """Also: the BM25 topic splits run as separate Slurm jobs per shard (three shards here,
     one in the local run), and their output equals the local run's."""
@@ -302,6 +308,7 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
     assert not different, f"Slurm and local outputs differ: {different}"
 
 
+@SLURM_PIPELINE_TIMEOUT
 def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
     """The graph as GRAPH_BUCKETS user buckets, each map job a Slurm job of its own (one
     membership and one co-membership job per bucket, one count job and one reduce), gives the
