@@ -257,7 +257,7 @@ def report(results: dict[int, dict], plot_path: Path, json_path: Path, nodes: li
     totals = {n: dag_totals(results[n]) for n in sizes}
     order = list(results[sizes[-1]]["rule_order"])
     rules = order + sorted({r for t in tables.values() for r in t} - set(order))
-    out: dict = {"sizes": {}, "rules": {}, "posts_per_bucket": {}}
+    out: dict = {"sizes": {}, "posts_per_bucket": {}}
 
     print(
         "\nper rule and size: jobs, seconds summed over the jobs, slowest job (s), largest job "
