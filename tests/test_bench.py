@@ -75,3 +75,134 @@ def test_every_benchmark_runs_at_tiny_size(script):
     assert "Traceback" not in output
     if script.stem in DONE:
         assert DONE[script.stem] in proc.stdout, proc.stdout[-3000:]
+
+
+# --- bench_scale's reading of a run: its jobs, the DAG's edges and the critical path ----------
+SCALE_LOG = """Building DAG of jobs...
+[Thu Nov 26 20:34:49 2026]
+rule merge_posts:
+    input: results/posts/shards/a.parquet, results/posts/shards/b.parquet
+    output: results/posts/posts.parquet
+    log: logs/merge_posts/merge_posts.log
+    jobid: 3
+    benchmark: results/benchmarks/merge_posts/merge_posts.tsv
+    reason: Missing output files: results/posts/posts.parquet
+    resources: tmpdir=/tmp, mem_mb=4000
+Shell command: splits merge > logs/merge_posts/merge_posts.log 2>&1
+
+rule graph_bucket:
+    input: results/posts/posts.parquet
+    output: results/graph/buckets/0/counts.parquet, results/graph/buckets/0/memberships.parquet
+    log: logs/graph/bucket-0.log
+    jobid: 9
+    benchmark: results/benchmarks/graph/bucket-0.tsv
+    wildcards: bucket=0
+
+rule graph_bucket:
+    input: results/posts/posts.parquet
+    output: results/graph/buckets/1/counts.parquet, results/graph/buckets/1/memberships.parquet
+    log: logs/graph/bucket-1.log
+    jobid: 10
+    benchmark: results/benchmarks/graph/bucket-1.tsv
+    wildcards: bucket=1
+Finished jobid: 9 (Rule: graph_bucket)
+
+checkpoint topic_shards:
+    input: results/posts/posts.parquet
+    output: results/topics/shards/posts
+    log: logs/topic_shards/topic_shards.log
+    jobid: 30
+    benchmark: results/benchmarks/topic_shards/topic_shards.tsv
+
+rule topic_shard_stats:
+    input: results/topics/shards/posts/00000.parquet, config/topics.yaml
+    output: results/topics/shards/stats/00000.json
+    log: logs/topic_shard_stats/00000.log
+    jobid: 41
+    benchmark: results/benchmarks/topic_shard_stats/00000.tsv
+
+localrule report:
+    input: results/graph/buckets/0/counts.parquet, results/graph/buckets/1/memberships.parquet, results/topics/shards/stats/00000.json
+    output: results/report.md
+    jobid: 50
+
+rule graph_bucket:
+    input: results/posts/posts.parquet
+    output: results/graph/buckets/1/counts.parquet, results/graph/buckets/1/memberships.parquet
+    log: logs/graph/bucket-1.log
+    jobid: 10
+    benchmark: results/benchmarks/graph/bucket-1.tsv
+    wildcards: bucket=1
+"""
+
+
+def test_scale_reads_jobs_and_edges_from_the_snakemake_log():
+    """Every job block (rule, checkpoint, localrule) once, a job printed again (a retry) kept
+    once; an edge where a job reads another's output or a file in its output folder (the
+    checkpoint's shards); inputs nobody wrote (config, the ingest shards) give none."""
+    import dag_jobs
+
+    jobs = dag_jobs.parse_jobs(SCALE_LOG)
+    assert [(j["rule"], j["jobid"]) for j in jobs] == [
+        ("merge_posts", 3),
+        ("graph_bucket", 9),
+        ("graph_bucket", 10),
+        ("topic_shards", 30),
+        ("topic_shard_stats", 41),
+        ("report", 50),
+    ]
+    assert jobs[0]["input"] == ["results/posts/shards/a.parquet", "results/posts/shards/b.parquet"]
+    assert jobs[5]["benchmark"] is None and dag_jobs.job_key(jobs[5]) == "report#50"
+    bench = "results/benchmarks/"
+    assert dag_jobs.edges(jobs) == sorted(
+        [
+            (f"{bench}merge_posts/merge_posts.tsv", f"{bench}graph/bucket-0.tsv"),
+            (f"{bench}merge_posts/merge_posts.tsv", f"{bench}graph/bucket-1.tsv"),
+            (f"{bench}merge_posts/merge_posts.tsv", f"{bench}topic_shards/topic_shards.tsv"),
+            (f"{bench}topic_shards/topic_shards.tsv", f"{bench}topic_shard_stats/00000.tsv"),
+            (f"{bench}graph/bucket-0.tsv", "report#50"),
+            (f"{bench}graph/bucket-1.tsv", "report#50"),
+            (f"{bench}topic_shard_stats/00000.tsv", "report#50"),
+        ]
+    )
+    assert dag_jobs.topological_rules(jobs, dag_jobs.edges(jobs)) == [
+        "merge_posts",
+        "graph_bucket",
+        "topic_shards",
+        "topic_shard_stats",
+        "report",
+    ]
+
+
+def _all_paths(nodes, links):
+    children = {n: [b for a, b in links if a == n] for n in nodes}
+    has_parent = {b for _, b in links}
+    stack = [[n] for n in nodes if n not in has_parent]
+    while stack:
+        path = stack.pop()
+        yield path
+        stack.extend(path + [child] for child in children[path[-1]])
+
+
+def test_scale_critical_path_is_the_longest_path_by_brute_force():
+    """On random DAGs the critical path's length is the largest sum of job seconds over every
+    path (all enumerated), and the path it returns is a path of the DAG of that length."""
+    import random
+
+    import dag_jobs
+
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 9)
+        nodes = [f"j{i}" for i in range(n)]
+        links = [
+            (nodes[a], nodes[b]) for a in range(n) for b in range(a + 1, n) if rng.random() < 0.3
+        ]
+        seconds = {node: rng.choice([0.0, rng.uniform(0, 10)]) for node in nodes}
+        length, path = dag_jobs.critical_path(seconds, links)
+        best = max(sum(seconds[j] for j in p) for p in _all_paths(nodes, links))
+        assert length == pytest.approx(best)
+        assert sum(seconds[j] for j in path) == pytest.approx(best)
+        assert all((a, b) in links for a, b in zip(path, path[1:], strict=False))
+    with pytest.raises(ValueError, match="cycle"):
+        dag_jobs.critical_path({"a": 1.0, "b": 1.0}, [("a", "b"), ("b", "a")])

@@ -2,15 +2,17 @@
 
 `.ci/slurm/start.sh` starts munged, slurmctld and slurmd on this host (accounting off,
 MinJobAge=3600 so finished jobs stay visible to squeue); the CPU stages of the default pipeline
-run with `--profile profiles/slurm` (job status through squeue), their Parquet outputs
-must equal a local run's, and `.ci/slurm/stop.sh` stops exactly the daemons that were started.
-Skips (with the reason) only where it cannot be root, or Slurm is not installed (`.ci/run` installs
-it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this host's own Slurm (or to another running
-cluster of start.sh), which the test leaves alone.
+run with `--profile profiles/slurm` (job status through squeue), scaled out where the local run
+is one job (the posts, group-ness and graph in GRAPH_BUCKETS user buckets, the BM25 topic splits
+in three shards), and their outputs must equal a local run's; `.ci/slurm/stop.sh` stops exactly the daemons that were
+started. Skips (with the reason) only where it cannot be root, or Slurm is not installed
+(`.ci/run` installs it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this
+host's own Slurm (or to another running cluster of start.sh), which the test leaves alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -41,7 +43,23 @@ CPU_TARGETS = (
     "results/demographics/thresholds.json",
     "results/topics/topic_posts.parquet",
     "results/dataset/quadruplets.parquet",
+    "results/dataset/export/README.md",
 )
+# What the export job writes (results/dataset/export/).
+EXPORT_FILES = (
+    "quadruplets.parquet",
+    "topic_posts.parquet",
+    "README.md",
+    "counts_by_topic.csv",
+    "counts_by_category.csv",
+    "counts_by_topic.md",
+    "counts_by_category.md",
+)
+# The posts' and the graph's user buckets on Slurm (ingest.buckets; the local run has one).
+GRAPH_BUCKETS = 4
+# The one posts table of the local run; the Slurm run writes it as GRAPH_BUCKETS bucket files.
+POSTS_TABLE = "results/posts/posts.parquet"
+SLURM_TARGETS = tuple(t for t in CPU_TARGETS if t != POSTS_TABLE)
 CPU_RESULT_DIRS = ("posts", "graph", "demographics", "topics", "dataset")
 
 pytestmark = pytest.mark.slow  # about 2-3 minutes on an idle 2-core machine
@@ -187,19 +205,35 @@ def _parquet_files(root: Path) -> dict[str, Path]:
     return files
 
 
-def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_path):
-    """Also: the BM25 topic splits run as separate Slurm jobs per shard (three shards here,
-    one in the local run), and their output equals the local run's."""
-    import json
+# pytest-timeout counts the fixtures: the local run and the whole CPU DAG through Slurm, 2-3
+# minutes on an idle 2-core machine, over the suite's 900 s on a loaded one
+SLURM_PIPELINE_TIMEOUT = pytest.mark.timeout(2400)
 
-    import yaml
 
-    workdir = copy_repo(tmp_path / "repo")
+class SlurmPipeline:
+    """One run of the CPU stages through the Slurm profile: its working copy, the local run's
+    topic plan it was cut against, and the rule of every Slurm job it submitted."""
+
+    def __init__(self, workdir: Path, local_plan: dict, submitted: list[str]):
+        self.workdir = workdir
+        self.local_plan = local_plan
+        self.submitted = submitted
+
+
+@pytest.fixture(scope="module")
+def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipeline:
+    """The CPU stages on Slurm, scaled out where the local run is one job: the BM25 topic splits
+    in three shards (one locally) and the graph in GRAPH_BUCKETS user buckets (one job
+    locally), every job its own Slurm job. Both cases below read this one run."""
+    workdir = copy_repo(tmp_path_factory.mktemp("slurm-run") / "repo")
     local_plan = json.loads((default_run / "results/topics/shards/posts/plan.json").read_text())
     assert len(local_plan["shards"]) == 1
+    local_config = yaml.safe_load((default_run / "config/config.yaml").read_text())
+    assert local_config.get("ingest", {}).get("buckets", 1) == 1  # the schema's default: one job
     config_path = workdir / "config" / "config.yaml"
     config = yaml.safe_load(config_path.read_text())
     config["topics"]["shard_posts"] = -(-local_plan["posts"] // 3)  # three shards
+    config["ingest"]["buckets"] = GRAPH_BUCKETS
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     jobs_before = set(slurm_cluster.run("squeue", "-h", "--states=all", "-o", "%i").stdout.split())
     proc = slurm_cluster.run(
@@ -216,7 +250,7 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
         "5",
         "--retries",
         "0",
-        *CPU_TARGETS,
+        *SLURM_TARGETS,
         cwd=workdir,
         timeout=1500,
     )
@@ -233,6 +267,14 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
     assert len(new) >= 10, f"expected the pipeline's jobs in squeue, got {new}"
     assert all(state == "COMPLETED" for _, state, _ in new), new
     submitted = [comment.split("_wildcards")[0].removeprefix("rule_") for *_, comment in new]
+    return SlurmPipeline(workdir, local_plan, submitted)
+
+
+@SLURM_PIPELINE_TIMEOUT
+def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
+    """Also: the BM25 topic splits run as separate Slurm jobs per shard (three shards here,
+    one in the local run), and their output equals the local run's."""
+    workdir, submitted = slurm_pipeline.workdir, slurm_pipeline.submitted
     submitted_rules = set(submitted)
     assert {"synth", "ingest", "graph", "groupness", "topic_splits"} <= submitted_rules, (
         submitted_rules
@@ -248,15 +290,26 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
     ):
         assert submitted.count(rule) == jobs, (rule, submitted)
     plan = json.loads((workdir / "results/topics/shards/posts/plan.json").read_text())
-    assert len(plan["shards"]) == 3 and plan["posts"] == local_plan["posts"]
+    assert len(plan["shards"]) == 3 and plan["posts"] == slurm_pipeline.local_plan["posts"]
 
     slurm_files = _parquet_files(workdir)
     local_files = _parquet_files(default_run)
     for files in (slurm_files, local_files):  # per-shard files: 3 shards here, 1 locally
         for rel in [r for r in files if "/topics/shards/" in r]:
             del files[rel]
+    # per-bucket files (posts and group-ness users, GRAPH_BUCKETS here, none locally): the
+    # posts buckets together are the local posts table, row for row
+    bucket_files = sorted(r for r in slurm_files if "/buckets/" in r)
+    posts_buckets = [slurm_files.pop(r) for r in bucket_files if r.startswith("results/posts/")]
+    for rel in bucket_files:
+        slurm_files.pop(rel, None)
+    assert len(posts_buckets) == GRAPH_BUCKETS, bucket_files
+    local_posts = pl.read_parquet(local_files.pop(POSTS_TABLE))
+    bucketed_posts = pl.concat([pl.read_parquet(p) for p in posts_buckets])
+    assert bucketed_posts.height == local_posts.height > 0
+    assert bucketed_posts.sort("post_id").equals(local_posts.sort("post_id"))
     assert slurm_files, "the Slurm run wrote no Parquet files"
-    for target in CPU_TARGETS:
+    for target in SLURM_TARGETS:
         assert (workdir / target).is_file(), target
     missing = sorted(set(slurm_files) - set(local_files))
     assert not missing, f"files of the Slurm run absent from the local run: {missing}"
@@ -267,6 +320,54 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_cluster, default_run, tmp_pat
         if left.schema != right.schema or not left.equals(right):
             different.append(rel)
     assert not different, f"Slurm and local outputs differ: {different}"
+
+
+@SLURM_PIPELINE_TIMEOUT
+def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
+    """The posts and the graph as GRAPH_BUCKETS user buckets (ingest.buckets), each map job a
+    Slurm job of its own (a split per ingest file, a merge per bucket and the report; a group-ness
+    job per demographic and bucket; one membership and one co-membership job per bucket, one
+    count job and one reduce), gives the single-machine run's one-job graph, and the dataset
+    exported downstream of it is the local export, file for file."""
+    submitted = slurm_pipeline.submitted
+    ingest_jobs = submitted.count("ingest")
+    assert ingest_jobs >= 1, submitted
+    for rule, jobs in (
+        ("split_posts", ingest_jobs),
+        ("merge_bucket", GRAPH_BUCKETS),
+        ("ingest_report", 1),
+        ("merge_posts", 0),
+        ("groupness_bucket", GRAPH_BUCKETS * submitted.count("groupness")),
+        ("graph_bucket", GRAPH_BUCKETS),
+        ("graph_subreddits", 1),
+        ("graph_overlaps", GRAPH_BUCKETS),
+        ("graph", 1),
+    ):
+        assert submitted.count(rule) == jobs, (rule, submitted)
+    workdir = slurm_pipeline.workdir
+    # the buckets' files are temp(): gone once the reduce has read them
+    assert not list((workdir / "results/graph/buckets").rglob("*.parquet"))
+    for name in ("subreddits.parquet", "neighbours.parquet"):
+        bucketed = pl.read_parquet(workdir / "results/graph" / name)
+        one_job = pl.read_parquet(default_run / "results/graph" / name)
+        assert bucketed.height > 0, name
+        assert bucketed.schema == one_job.schema and bucketed.equals(one_job), name
+    summary = json.loads((workdir / "results/graph/summary.json").read_text())
+    assert summary == json.loads((default_run / "results/graph/summary.json").read_text())
+    export = workdir / "results/dataset/export"
+    local_export = default_run / "results/dataset/export"
+    # the local run's export folder also holds the report's HTML pages of the dataset (the
+    # default target): the files of the export job itself must be there and equal
+    exported = sorted(p.relative_to(export) for p in export.rglob("*") if p.is_file())
+    assert {Path(name) for name in EXPORT_FILES} <= set(exported), exported
+    missing = [rel for rel in exported if not (local_export / rel).is_file()]
+    assert not missing, f"files of the Slurm export absent from the local export: {missing}"
+    for rel in exported:
+        if rel.suffix == ".parquet":
+            left, right = pl.read_parquet(export / rel), pl.read_parquet(local_export / rel)
+            assert left.height > 0 and left.equals(right), rel
+        else:
+            assert (export / rel).read_bytes() == (local_export / rel).read_bytes(), rel
 
 
 def test_profile_resources_from_environment(tmp_path):
