@@ -409,9 +409,9 @@ class _Source:
 def iter_line_chunks(fh: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
     """Byte chunks of about ``chunk_bytes`` that end at a line end (the last one may not).
 
-    Each chunk is read whole, then completed to its line end with ``readline`` from a small
-    buffer: one copy of the bytes besides the read itself (no leftover joined to the next
-    chunk)."""
+    A chunk ends at the first line end at or after its byte ``chunk_bytes``. An
+    :class:`InputStream` makes each with one copy of its bytes (:meth:`InputStream.line_chunks`);
+    another file object is read a chunk at a time, completed to its line end with ``readline``."""
     if isinstance(fh, InputStream):
         yield from fh.line_chunks(chunk_bytes)
         return

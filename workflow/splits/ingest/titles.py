@@ -1,5 +1,7 @@
 """Submission titles of a ConvoKit corpus (``conversations.json``): read by a fast path that
-turns ConvoKit's layout into NDJSON, held in a hash index (:class:`TitleIndex`)."""
+cuts ConvoKit's layout into one line per entry and takes each id and title from the line's head
+(entry-by-entry JSON decoding where the layout differs), held in a hash index
+(:class:`TitleIndex`)."""
 
 from __future__ import annotations
 
