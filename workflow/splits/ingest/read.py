@@ -78,7 +78,7 @@ from splits.ingest.clean import (
 )
 from splits.ingest.parse import parse_chunk
 from splits.ingest.settings import IngestSettings
-from splits.ingest.sources import _Source, iter_line_chunks
+from splits.ingest.sources import _Source
 from splits.ingest.titles import TitleIndex, read_titles
 from splits.io import remove_stale_temporaries, write_json, write_parquet
 
@@ -178,7 +178,7 @@ def ingest_shard(
             ):
                 cleaner = title_pool.submit(make_cleaner)
                 pending: deque[Future] = deque()
-                chunks = iter_line_chunks(fh, chunk_bytes)
+                chunks = fh.line_chunks(chunk_bytes)
 
                 def submit_more() -> None:
                     while len(pending) < IN_FLIGHT:

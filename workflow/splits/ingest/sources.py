@@ -1,6 +1,6 @@
 """The inputs of one ingest shard: a ConvoKit corpus (directory or ``.corpus.zip``) or a
 Pushshift / Arctic-Shift NDJSON file, decompressed by content (magic bytes, not the name), read
-in byte chunks cut at line ends (:func:`iter_line_chunks`)."""
+in byte chunks cut at line ends (:meth:`InputStream.line_chunks`)."""
 
 from __future__ import annotations
 
@@ -240,9 +240,10 @@ class InputStream(io.RawIOBase):
         return out
 
     def line_chunks(self, chunk_bytes: int) -> Iterator[bytes]:
-        """The bytes in chunks of about ``chunk_bytes`` that end at a line end (the last one
-        may not), each made with one copy of its bytes: read straight to a line end with
-        ``pread`` from a plain file; joined from the decompressed (or read) pieces otherwise."""
+        """The bytes in chunks that end at the first line end at or after their byte
+        ``chunk_bytes`` (the last one may not), each made with one copy of its bytes: read
+        straight to a line end with ``pread`` from a plain file; joined from the decompressed
+        (or read) pieces otherwise."""
         if self.kind == "plain" and _file_descriptor(self.raw) is not None:
             yield from self._file_line_chunks(chunk_bytes)
         else:
@@ -404,22 +405,3 @@ class _Source:
                 if i.filename == self.members["utterances.jsonl"]
             )
         return Path(self.members["utterances.jsonl"]).stat().st_size
-
-
-def iter_line_chunks(fh: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
-    """Byte chunks of about ``chunk_bytes`` that end at a line end (the last one may not).
-
-    A chunk ends at the first line end at or after its byte ``chunk_bytes``. An
-    :class:`InputStream` makes each with one copy of its bytes (:meth:`InputStream.line_chunks`);
-    another file object is read a chunk at a time, completed to its line end with ``readline``."""
-    if isinstance(fh, InputStream):
-        yield from fh.line_chunks(chunk_bytes)
-        return
-    reader = io.BufferedReader(fh, buffer_size=1 << 20)
-    while True:
-        data = reader.read(chunk_bytes)
-        if not data:
-            return
-        if not data.endswith(b"\n"):
-            data += reader.readline()
-        yield data
