@@ -492,6 +492,71 @@ def test_bad_line_deep_in_a_big_chunk_costs_one_small_slow_piece(tmp_path):
     assert posts.row(0, named=True)["text"] == "T\n\nroot"
 
 
+@pytest.mark.parametrize("case", ["convokit-layout", "title-not-first", "non-string-title"])
+def test_titles_with_escaped_ids_and_any_layout_equal_json_load(tmp_path, caplog, case):
+    """Ids and titles with escapes (an entry end ']}, "' inside a title), null and empty titles:
+    what json.load gives, by the fast reader on ConvoKit's layout, by the entry-by-entry one
+    where a meta's first key is not its title or a title is not a string."""
+    import logging
+
+    from splits.ingest.sources import _Source
+    from splits.ingest.titles import read_titles
+
+    titles = ['a "quoted" \\ title', None, "caf\u00e9 \u2028 line", "", 'x]}, "y']
+    if case == "non-string-title":
+        titles.append(7)
+    convs = {}
+    for i in range(120):
+        meta = {"title": titles[i % len(titles)], "num_comments": i}
+        if case == "title-not-first":
+            meta = {"num_comments": i, "title": meta["title"]}
+        convs[f'id"{i}\\' if i % 5 == 0 else f"id{i}"] = {"meta": meta, "vectors": []}
+    d = _write_corpus(tmp_path / "t", [_line(_utt("id1", "id1"))], {})
+    (d / "conversations.json").write_text(
+        json.dumps(convs, ensure_ascii=case != "convokit-layout"), encoding="utf-8"
+    )
+    with caplog.at_level(logging.INFO, logger="splits.ingest.titles"):
+        got = read_titles(_Source(d), chunk_bytes=211)
+    fell_back = any("entry by entry" in r.getMessage() for r in caplog.records)
+    assert fell_back == (case != "convokit-layout")
+    want = {
+        k: v["meta"]["title"] if isinstance(v["meta"]["title"], str) else None
+        for k, v in convs.items()
+    }
+    assert dict(zip(got["conversation_id"], got["title"], strict=True)) == want
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 100, 4096, 70_000])
+@pytest.mark.parametrize("form", ["file", "file-bom", "zstd", "stream"])
+def test_line_chunks_end_at_the_first_line_end_after_chunk_bytes(tmp_path, chunk_bytes, form):
+    """Every way of reading makes the same chunks: each ends at the first line end at or after
+    its byte ``chunk_bytes`` (the last one may not end at one), and together they are the
+    file's bytes (less a byte order mark)."""
+    import io
+    import random
+
+    from splits.ingest.sources import InputStream
+
+    rng = random.Random(chunk_bytes)
+    data = b"\n".join(b"x" * rng.randint(0, 900) for _ in range(400)) + b"\n{tail"
+    want, start = [], 0
+    while start < len(data):
+        end = data.find(b"\n", start + chunk_bytes - 1)
+        end = len(data) if end < 0 else end + 1
+        want.append(data[start:end])
+        start = end
+    path = tmp_path / "in.ndjson"
+    if form == "stream":
+        raw = io.BytesIO(data)
+    elif form == "zstd":
+        raw = io.BytesIO(zstandard.ZstdCompressor().compress(data))
+    else:
+        path.write_bytes((b"\xef\xbb\xbf" if form == "file-bom" else b"") + data)
+        raw = open(path, "rb")  # noqa: SIM115 - closed with the stream
+    with InputStream(raw, str(path)) as stream:
+        assert list(stream.line_chunks(chunk_bytes)) == want
+
+
 def test_title_index_lookup_equals_dict_oracle():
     from splits.ingest.titles import TitleIndex
 

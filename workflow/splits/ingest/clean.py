@@ -72,24 +72,22 @@ class Cleaner:
         is_sub = pl.col("kind") == "submission"
         title = pl.col("title")
         has_title = (is_sub & ~title.str.contains(r"^\s*$")).fill_null(False)
-        reason = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
-        for name, expr in REQUIRED:
-            reason = reason.when(expr.is_null()).then(pl.lit(f"missing_field:{name}"))
-        reason = (
-            reason.when(ts.is_null() | ~ts.is_finite())
-            .then(pl.lit("invalid_field:timestamp"))
-            .when(special == "[deleted]")
-            .then(pl.lit("deleted_text"))
-            .when(special == "[removed]")
-            .then(pl.lit("removed_text"))
-            .when(blank_body & ~has_title)
-            .then(pl.lit("empty_text"))
-            .when(pl.col("author") == "[deleted]")
-            .then(pl.lit("deleted_author"))
-            .when(pl.col("author").is_in(self.bots.implode()))
-            .then(pl.lit("bot"))
-            .otherwise(None)
-        )
+        # the first reason that applies, as its index in ``self.reasons`` (a small integer: a
+        # chain of integer branches costs a third less than one of text literals)
+        rules = [(expr.is_null(), f"missing_field:{name}") for name, expr in REQUIRED]
+        rules += [
+            (ts.is_null() | ~ts.is_finite(), "invalid_field:timestamp"),
+            (special == "[deleted]", "deleted_text"),
+            (special == "[removed]", "removed_text"),
+            (blank_body & ~has_title, "empty_text"),
+            (pl.col("author") == "[deleted]", "deleted_author"),
+            (pl.col("author").is_in(self.bots.implode()), "bot"),
+        ]
+        self.reasons = [name for _, name in rules]
+        reason = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.UInt8))
+        for code, (condition, _) in enumerate(rules):
+            reason = reason.when(condition).then(pl.lit(code, dtype=pl.UInt8))
+        reason = reason.otherwise(None)
         score = pl.col("score").cast(pl.Float64, strict=False)
         self._has_title = has_title.alias("_has_title")
         self._reason = reason.alias("_reason")
@@ -123,8 +121,8 @@ class Cleaner:
         frame = frame.collect()
         reasons = frame["_reason"]
         if reasons.null_count() < frame.height:
-            for r, n in reasons.drop_nulls().value_counts().iter_rows():
-                counts[r] += int(n)
+            for code, n in reasons.drop_nulls().value_counts().iter_rows():
+                counts[self.reasons[code]] += int(n)
             frame = frame.filter(pl.col("_reason").is_null())
         # a submission's text is its title + "\n\n" + its body (the title alone on a blank
         # body): built for those rows only and put in place, not for every row of the chunk

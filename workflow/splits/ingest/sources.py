@@ -1,6 +1,6 @@
 """The inputs of one ingest shard: a ConvoKit corpus (directory or ``.corpus.zip``) or a
 Pushshift / Arctic-Shift NDJSON file, decompressed by content (magic bytes, not the name), read
-in byte chunks cut at line ends (:func:`iter_line_chunks`)."""
+in byte chunks cut at line ends (:meth:`InputStream.line_chunks`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import bz2
 import io
 import logging
 import lzma
+import os
 import re
+import stat
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -163,7 +165,8 @@ class InputStream(io.RawIOBase):
             self.ended = True
         return n
 
-    def _feed(self, data: bytes) -> None:
+    def _decompress(self, data: bytes) -> Iterator[bytes]:
+        """The decompressed pieces of the compressed bytes ``data`` (across frame ends)."""
         while data:
             if self.frame is None:
                 if self.kind in ("gzip", "xz"):
@@ -172,16 +175,28 @@ class InputStream(io.RawIOBase):
                         return
                 self.frame = _decompressor(self.kind)
             try:
-                self.buffer += self.frame.decompress(data)
+                out = self.frame.decompress(data)
             except _decompress_errors() as err:
                 raise InputError(
                     f"{self.label}: {self.kind} data is corrupt near {self._where()}: {err}"
                 ) from err
+            if out:
+                yield out
             if self.frame.eof:
                 data = self.frame.unused_data
                 self.frame = None
             else:
                 data = b""
+
+    def _feed(self, data: bytes) -> None:
+        for out in self._decompress(data):
+            self.buffer += out
+
+    def _ended_early(self) -> InputError:
+        return InputError(
+            f"{self.label}: the {self.kind} stream ends early at {self._where()}: "
+            "the file is truncated (an interrupted download?); nothing of it is published"
+        )
 
     def _fill(self, want: int) -> None:
         while len(self.buffer) < want and not self.ended:
@@ -192,10 +207,7 @@ class InputStream(io.RawIOBase):
             if data:
                 self._feed(data)
             elif self.frame is not None:
-                raise InputError(
-                    f"{self.label}: the {self.kind} stream ends early at {self._where()}: "
-                    "the file is truncated (an interrupted download?); nothing of it is published"
-                )
+                raise self._ended_early()
 
     def readinto(self, b) -> int:
         if self.kind == "plain" and not self.buffer:  # straight into the caller's buffer
@@ -205,7 +217,8 @@ class InputStream(io.RawIOBase):
         want = len(b)
         self._fill(want)
         n = min(want, len(self.buffer))
-        b[:n] = self.buffer[:n]
+        with memoryview(self.buffer) as held:
+            b[:n] = held[:n]
         del self.buffer[:n]
         self.produced += n
         return n
@@ -226,10 +239,112 @@ class InputStream(io.RawIOBase):
         self.produced += len(out)
         return out
 
+    def line_chunks(self, chunk_bytes: int) -> Iterator[bytes]:
+        """The bytes in chunks that end at the first line end at or after their byte
+        ``chunk_bytes`` (the last one may not), each made with one copy of its bytes: read
+        straight to a line end with ``pread`` from a plain file; joined from the decompressed
+        (or read) pieces otherwise."""
+        if self.kind == "plain" and _file_descriptor(self.raw) is not None:
+            yield from self._file_line_chunks(chunk_bytes)
+        else:
+            yield from _join_at_line_ends(self._pieces(), chunk_bytes)
+
+    def _pieces(self) -> Iterator[bytes]:
+        """The bytes as they come: read blocks of a plain stream, decompressed pieces."""
+        if self.buffer:
+            head = bytes(self.buffer)
+            self.buffer.clear()
+            self.produced += len(head)
+            yield head
+        while not self.ended:
+            data = self._raw_read(_READ_BLOCK * 16 if self.kind == "plain" else _READ_BLOCK)
+            if not data:
+                if self.kind != "plain" and self.frame is not None:
+                    raise self._ended_early()
+                return
+            if self.kind == "plain":
+                self.produced += len(data)
+                yield data
+                continue
+            for out in self._decompress(data):
+                self.produced += len(out)
+                yield out
+
+    def _file_line_chunks(self, chunk_bytes: int) -> Iterator[bytes]:
+        fd = _file_descriptor(self.raw)
+        pos = self.consumed - len(self.buffer)  # the bytes read to tell the format, read again
+        self.buffer.clear()
+        while True:
+            end = _next_line_end(fd, pos + chunk_bytes - 1)
+            chunk = _pread(fd, end - pos, pos)
+            if not chunk:
+                self.ended = True
+                return
+            pos += len(chunk)
+            self.consumed = pos
+            self.produced += len(chunk)
+            yield chunk
+
     def close(self) -> None:
         if not self.closed:
             self.raw.close()
         super().close()
+
+
+def _file_descriptor(raw) -> int | None:
+    """The descriptor of a regular file under ``raw`` (None for an archive member, a pipe)."""
+    try:
+        fd = raw.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
+    return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+
+
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    data = os.pread(fd, n, offset)
+    if len(data) == n or not data:
+        return data
+    parts = [data]  # a short read (a file over 2 GB per call, a file that shrank)
+    got = len(data)
+    while got < n and (more := os.pread(fd, n - got, offset + got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+def _next_line_end(fd: int, at: int) -> int:
+    """The file offset just past the first line end at or after ``at`` (the file's end if
+    there is none)."""
+    while block := os.pread(fd, 1 << 16, at):
+        found = block.find(b"\n")
+        if found >= 0:
+            return at + found + 1
+        at += len(block)
+    return at
+
+
+def _join_at_line_ends(pieces: Iterator[bytes], chunk_bytes: int) -> Iterator[bytes]:
+    """Pieces of bytes joined into chunks that end at the first line end at or after their
+    byte ``chunk_bytes`` (the last chunk may not end at one): one copy per byte (``join``),
+    the bytes of a piece that is cut copied once more."""
+    held: list[bytes] = []  # the parts of the chunk being made
+    size = 0  # their bytes
+    for piece in pieces:
+        pos = 0  # the first byte of the piece not in a chunk yet
+        while True:
+            at = pos + max(chunk_bytes - 1 - size, 0)
+            cut = piece.find(b"\n", at) if at < len(piece) else -1
+            if cut < 0:
+                break
+            held.append(piece if pos == 0 and cut + 1 == len(piece) else piece[pos : cut + 1])
+            yield b"".join(held)
+            held, size, pos = [], 0, cut + 1
+        if pos < len(piece):
+            rest = piece[pos:] if pos else piece
+            held.append(rest)
+            size += len(rest)
+    if size:
+        yield b"".join(held)
 
 
 class _Source:
@@ -290,19 +405,3 @@ class _Source:
                 if i.filename == self.members["utterances.jsonl"]
             )
         return Path(self.members["utterances.jsonl"]).stat().st_size
-
-
-def iter_line_chunks(fh: IO[bytes], chunk_bytes: int) -> Iterator[bytes]:
-    """Byte chunks of about ``chunk_bytes`` that end at a line end (the last one may not).
-
-    Each chunk is read whole, then completed to its line end with ``readline`` from a small
-    buffer: one copy of the bytes besides the read itself (no leftover joined to the next
-    chunk)."""
-    reader = io.BufferedReader(fh, buffer_size=1 << 20)
-    while True:
-        data = reader.read(chunk_bytes)
-        if not data:
-            return
-        if not data.endswith(b"\n"):
-            data += reader.readline()
-        yield data
