@@ -8,7 +8,6 @@ import io
 import json
 from collections import Counter
 
-import numpy as np
 import polars as pl
 
 try:  # orjson is faster on the slow (per-line) path; the stdlib is the fallback
@@ -201,8 +200,8 @@ def _fast_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
         frame = pl.read_ndjson(
             io.BytesIO(chunk), schema=CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
         )
-    # numpy counts bytes about twice as fast as bytes.count
-    n_lines = int(np.count_nonzero(np.frombuffer(chunk, dtype=np.uint8) == 10))
+    # one pass, no temporary (numpy's == made a chunk-sized mask: two passes, ~10% more CPU)
+    n_lines = chunk.count(b"\n")
     n_lines += 0 if chunk.endswith(b"\n") else 1
     counts["blank_lines"] += n_lines - frame.height
     return _raw_from_convokit(frame) if fmt == "convokit" else _raw_from_pushshift(frame)
