@@ -655,3 +655,30 @@ def test_ingest_by_hand_with_a_config_file(tmp_path, capsys):
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "ingest.chunk_mb" in lines[0], lines
     assert not (tmp_path / "bad.parquet").exists()
+
+
+@pytest.mark.parametrize("held", [1 << 22, 5, 0])
+def test_duplicate_finder_held_and_spilled_equal_brute_force(tmp_path, held, monkeypatch):
+    """The repeated id hashes, whether held in memory (a small shard), spilled to bucket files
+    part-way (the held hashes written out first) or spilled from the first chunk, are the
+    repeated values of a brute-force count over all ids of all chunks."""
+    from collections import Counter
+
+    from splits.ingest.clean import DuplicateFinder
+    from splits.ingest.titles import HASH_SEED
+
+    monkeypatch.setattr(DuplicateFinder, "HELD_HASHES", held)
+    chunks = [
+        pl.Series([f"p{i % 37}" if i % 5 == 0 else f"u{c}-{i}" for i in range(40)])
+        for c in range(6)
+    ] + [pl.Series(["u0-1", "lone"]), pl.Series([], dtype=pl.String)]
+    finder = DuplicateFinder(tmp_path)
+    for ids in chunks:
+        finder.add(ids)
+    counts = Counter(h for ids in chunks for h in ids.hash(seed=HASH_SEED).to_list())
+    expected = sorted(h for h, n in counts.items() if n > 1)
+    assert len(expected) > 8
+    found = finder.candidates()
+    assert found.dtype == pl.UInt64 and sorted(found.to_list()) == expected
+    assert (finder.files is None) == (held >= 1 << 22)
+    assert not list(tmp_path.iterdir())  # bucket files removed

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from splits.ingest.titles import HASH_SEED, TitleIndex
@@ -155,38 +154,69 @@ def _lowercase(names: pl.Series) -> pl.Series:
 
 class DuplicateFinder:
     """Finds post ids that occur more than once in a stream of chunks, in bounded memory: the
-    64-bit hash of every id goes to one of 16 bucket files on disk (by its top bits); at the
-    end each bucket is sorted alone and repeated hashes are the candidates (confirmed on the
-    ids themselves by :func:`drop_duplicate_ids`)."""
+    64-bit hashes of the ids are held in memory up to ``HELD_HASHES`` (32 MiB); past that,
+    every hash goes to one of 16 bucket files on disk (by its top bits) and at the end each
+    bucket is sorted alone. Repeated hashes are the candidates (confirmed on the ids
+    themselves by :func:`drop_duplicate_ids`)."""
 
     N_BUCKETS = 16
+    HELD_HASHES = 1 << 22
 
     def __init__(self, work: Path):
         self.paths = [work / f"ids-{b:02d}.u64" for b in range(self.N_BUCKETS)]
-        self.files = [open(p, "wb") for p in self.paths]  # noqa: SIM115 - closed in candidates()
+        self.files: list | None = None  # opened at the first spill
+        self.held: list[pl.Series] = []
+        self.n_held = 0
 
     def add(self, ids: pl.Series) -> None:
-        hashes = ids.hash(seed=HASH_SEED).to_numpy()
-        bucket = (hashes >> np.uint64(60)).astype(np.int8)
+        hashes = ids.hash(seed=HASH_SEED)
+        if self.files is not None:
+            self._spill(hashes)
+            return
+        self.held.append(hashes)
+        self.n_held += hashes.len()
+        if self.n_held > self.HELD_HASHES:
+            self.files = [open(p, "wb") for p in self.paths]  # noqa: SIM115 - closed in candidates()
+            held, self.held = self.held, []
+            for part in held:
+                self._spill(part)
+
+    def _spill(self, hashes: pl.Series) -> None:
+        # numpy only here, past HELD_HASHES: its import costs ~0.1 CPU s, a tenth of the
+        # stage's own work on a small shard
+        import numpy as np
+
+        values = hashes.to_numpy()
+        bucket = (values >> np.uint64(60)).astype(np.int8)
         order = np.argsort(bucket, kind="stable")
         bounds = np.searchsorted(bucket[order], np.arange(self.N_BUCKETS + 1))
-        grouped = hashes[order]
+        grouped = values[order]
         for b in range(self.N_BUCKETS):
             if bounds[b + 1] > bounds[b]:
                 grouped[bounds[b] : bounds[b + 1]].tofile(self.files[b])
 
     def candidates(self) -> pl.Series:
-        """Hashes seen more than once."""
+        """Hashes seen more than once (ascending)."""
+        if self.files is None:
+            held = pl.concat(self.held) if self.held else pl.Series("h", [], dtype=pl.UInt64)
+            self.held = []
+            return _repeated(held)
+        import numpy as np
+
         found = []
         for fh, path in zip(self.files, self.paths, strict=True):
             fh.close()
-            hashes = np.sort(np.fromfile(path, dtype=np.uint64))
+            hashes = pl.Series("h", np.fromfile(path, dtype=np.uint64), dtype=pl.UInt64)
             path.unlink()
-            repeated = hashes[1:][hashes[1:] == hashes[:-1]]
-            if repeated.size:
-                found.append(np.unique(repeated))
-        values = np.concatenate(found) if found else np.zeros(0, dtype=np.uint64)
-        return pl.Series("h", values, dtype=pl.UInt64)
+            found.append(_repeated(hashes))
+        return pl.concat(found)
+
+
+def _repeated(hashes: pl.Series) -> pl.Series:
+    """The values that occur more than once, each once, ascending."""
+    ordered = hashes.sort()
+    later = ordered.slice(1)
+    return later.filter(later == ordered.slice(0, max(ordered.len() - 1, 0))).unique().alias("h")
 
 
 def duplicate_hashes(lf: pl.LazyFrame) -> pl.Series:

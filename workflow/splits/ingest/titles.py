@@ -11,7 +11,6 @@ import logging
 from collections.abc import Iterator
 from typing import IO
 
-import numpy as np
 import polars as pl
 
 from splits.ingest.sources import _Source
@@ -218,18 +217,18 @@ def read_titles(source: _Source, chunk_bytes: int = 1 << 24) -> pl.DataFrame:
 
 class TitleIndex:
     """Titles looked up by conversation id without a join per chunk: the 64-bit hashes of the
-    ids, sorted, are binary-searched (numpy) and every hit is confirmed on the id itself."""
+    ids, sorted, are binary-searched and every hit is confirmed on the id itself."""
 
     def __init__(self, titles: pl.DataFrame):
         titles = titles.filter(pl.col("title").is_not_null())
         hashes = titles["conversation_id"].hash(seed=HASH_SEED)
         order = hashes.arg_sort()
-        self.hashes = hashes.gather(order).to_numpy()
+        self.hashes = hashes.gather(order)
         self.ids = titles["conversation_id"].gather(order)
         self.titles = titles["title"].gather(order)
         # two different ids with one hash (about 1e-7 at a million titles): hash lookups could
         # miss one of them, so look up by the sorted ids instead
-        self.by_hash = not bool((self.hashes[1:] == self.hashes[:-1]).any())
+        self.by_hash = self.hashes.n_unique() == self.hashes.len()
         if not self.by_hash:
             order = self.ids.arg_sort()
             self.ids = self.ids.gather(order)
@@ -244,10 +243,10 @@ class TitleIndex:
         if n == 0 or ids.len() == 0:
             return pl.Series("title", [None] * ids.len(), dtype=pl.String)
         if self.by_hash:
-            pos = np.searchsorted(self.hashes, ids.hash(seed=HASH_SEED).to_numpy())
+            pos = self.hashes.search_sorted(ids.hash(seed=HASH_SEED))
         else:
-            pos = self.ids.search_sorted(ids.fill_null("")).to_numpy()
-        pos = pl.Series(np.minimum(pos, n - 1).astype(np.int64))
+            pos = self.ids.search_sorted(ids.fill_null(""))
+        pos = pos.clip(upper_bound=n - 1)
         found = (self.ids.gather(pos) == ids).fill_null(False)
         return (
             self.titles.gather(pos)
