@@ -154,12 +154,13 @@ def default_run(pipeline_runs) -> Path:
 QUICK_FILES = frozenset(
     f"test_{name}.py"
     for name in """
-    analyzers bm25 classify_parse classify_render comparison engine_padding evaluation_settings
-    export fighting_words fighting_words_convokit grasp groupness health heldout_lift
-    heldout_redundancy human hypotheses_baseline_set hypotheses_config hypotheses_release
-    hypotheses_retrieval hypotheses_sets hypotheses_stats ingest_faults llm_backends llm_openai
-    llm_registry metrics phrases release_data release_padding report_tables sampling stats synth
-    text theory topics topics_relevance
+    api architecture atomic_outputs bm25 classify_parse classify_render cli comparison config
+    custom_tm docs empty_results engine_padding evaluation_settings evaluation_tiny export
+    fighting_words graph groupness health heldout_lift heldout_redundancy human
+    hypotheses_baseline_set hypotheses_config hypotheses_retrieval hypotheses_sets
+    hypotheses_triviality ingest lint llm_backends llm_batch llm_cache llm_openai llm_registry
+    llm_transformers metrics phrases probes release_data report report_tables sampling sandbox
+    seeds selfid stats synth text theory topics topics_bm25 topics_relevance
     """.split()
 )
 PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})

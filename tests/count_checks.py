@@ -1,6 +1,7 @@
 """Count the checks the test suite makes, to show that a change to the suite (speed, fixtures,
-markers) kept every one: ``python tests/count_checks.py`` prints, over tests/*.py (conftest and
-helpers included), the number of test functions and of checks, where a check is
+markers) kept every one: ``python tests/count_checks.py`` prints, over the test files
+(tests/test_*.py; not conftest.py and the helper modules, whose checks are reached through the
+tests), the number of test functions and of checks, where a check is
 
 - an ``assert`` statement,
 - a ``pytest.raises`` / ``pytest.warns`` / ``pytest.approx`` / ``pytest.fail`` call,
@@ -52,7 +53,7 @@ def counts_of(path: Path) -> tuple[int, int]:
 
 def main(argv: list[str]) -> int:
     total_tests = total_checks = 0
-    for path in sorted(TESTS.glob("*.py")):
+    for path in sorted(TESTS.glob("test_*.py")):
         tests, checks = counts_of(path)
         total_tests += tests
         total_checks += checks
