@@ -5,11 +5,19 @@
 - ``default_run``: the default pipeline (``snakemake --cores 2`` on config/config.yaml) run once
   per test session in a temporary copy of the repository; returns that copy's root, whose
   ``results/`` holds every stage's output and the generator's ground truth.
-- ``pipeline_run``: the same for any config overrides (cached per distinct override set).
+- ``pipeline_runs``: the same for any config overrides (cached per distinct override set).
+
+Under pytest-xdist (``pytest`` runs the files on ``-n auto`` workers, pyproject.toml) a session
+fixture is built once per worker; the pipeline runs are the suite's most expensive step, so the
+workers share them: the first worker to ask for a run makes it in a folder beside the workers'
+own (``tmp_path_factory.getbasetemp().parent``), under a file lock, and the others wait for it
+and read the same copy. The tests treat a shared run as read-only (a test that changes a run
+copies it first).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 from snakemake.utils import update_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,36 +83,98 @@ def error_lines(stderr: str) -> list[str]:
 
 
 class PipelineRuns:
-    def __init__(self, base: Path):
+    """Pipeline runs of a session, one per distinct (overrides, targets); ``shared`` (under
+    xdist: the folder all workers of the session see) holds runs that other workers may have
+    made or be making."""
+
+    def __init__(self, base: Path, shared: Path | None = None):
         self.base = base
+        self.shared = shared
         self.runs: dict[str, Path] = {}
 
     def get(self, overrides: dict | None = None, targets: tuple[str, ...] = ()) -> Path:
         key = json.dumps([overrides or {}, list(targets)], sort_keys=True)
         if key not in self.runs:
-            workdir = copy_repo(self.base / f"run{len(self.runs)}")
-            if overrides:
-                cfg_path = workdir / "config" / "config.yaml"
-                config = yaml.safe_load(cfg_path.read_text())
-                update_config(config, overrides)
-                cfg_path.write_text(yaml.safe_dump(config))
-            proc = run_snakemake(workdir, *targets)
-            if proc.returncode != 0:
-                pytest.fail(
-                    f"pipeline run failed ({overrides}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
-                )
-            self.runs[key] = workdir
+            if self.shared is None:
+                self.runs[key] = self._run(self.base / f"run{len(self.runs)}", overrides, targets)
+            else:
+                self.runs[key] = self._shared_run(key, overrides, targets)
         return self.runs[key]
+
+    def _shared_run(self, key: str, overrides: dict | None, targets: tuple[str, ...]) -> Path:
+        name = hashlib.sha256(key.encode()).hexdigest()[:16]
+        folder = self.shared / name
+        done, failed = folder / "done", folder / "failed.txt"
+        with FileLock(str(self.shared / f"{name}.lock")):
+            if failed.is_file():  # a failed run is not retried by every worker
+                pytest.fail(failed.read_text())
+            if not done.is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                try:
+                    self._run(folder / "run", overrides, targets)
+                except pytest.fail.Exception as error:
+                    failed.write_text(str(error))
+                    raise
+                done.touch()
+        return folder / "run"
+
+    @staticmethod
+    def _run(workdir: Path, overrides: dict | None, targets: tuple[str, ...]) -> Path:
+        copy_repo(workdir)
+        if overrides:
+            cfg_path = workdir / "config" / "config.yaml"
+            config = yaml.safe_load(cfg_path.read_text())
+            update_config(config, overrides)
+            cfg_path.write_text(yaml.safe_dump(config))
+        proc = run_snakemake(workdir, *targets)
+        if proc.returncode != 0:
+            pytest.fail(
+                f"pipeline run failed ({overrides}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
+            )
+        return workdir
 
 
 @pytest.fixture(scope="session")
 def pipeline_runs(tmp_path_factory) -> PipelineRuns:
-    return PipelineRuns(tmp_path_factory.mktemp("pipeline"))
+    shared = None
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # set in each xdist worker
+        shared = tmp_path_factory.getbasetemp().parent / "pipeline-shared"
+        shared.mkdir(exist_ok=True)
+    return PipelineRuns(tmp_path_factory.mktemp("pipeline"), shared)
 
 
 @pytest.fixture(scope="session")
 def default_run(pipeline_runs) -> Path:
     return pipeline_runs.get()
+
+
+# The quick subset, ``pytest -m quick`` (docs/running.md#tests): the files of unit tests that
+# run in seconds, chosen by their measured durations, covering every package; a test in them that
+# asks for a pipeline run or is marked slow stays out. A new fast test file joins by its name here.
+QUICK_FILES = frozenset(
+    f"test_{name}.py"
+    for name in """
+    api architecture atomic_outputs bm25 classify_parse classify_render cli comparison config
+    custom_tm docs empty_results engine_padding evaluation_settings evaluation_tiny export
+    fighting_words graph groupness health heldout_lift heldout_redundancy human
+    hypotheses_baseline_set hypotheses_config hypotheses_retrieval hypotheses_sets
+    hypotheses_triviality ingest lint llm_backends llm_batch llm_cache llm_openai llm_registry
+    llm_transformers metrics phrases probes release_data report report_tables sampling sandbox
+    seeds selfid stats synth text theory topics topics_bm25 topics_relevance
+    """.split()
+)
+PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if (
+            item.path.name in QUICK_FILES
+            and not PIPELINE_FIXTURES & set(item.fixturenames)
+            and item.get_closest_marker("slow") is None
+        ):
+            item.add_marker(pytest.mark.quick)
 
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
