@@ -77,3 +77,13 @@ def start_snakemake(workdir: Path) -> subprocess.Popen:
         start_new_session=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
+
+
+def dry_run_job_counts(stdout: str) -> dict[str, int]:
+    """Jobs per rule from the job-stats table of a ``snakemake -n`` run's output."""
+    counts = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts

@@ -15,6 +15,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from conftest import copy_repo, run_snakemake
+from helpers import dry_run_job_counts
 from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.graph import buckets as by_buckets
@@ -278,11 +279,9 @@ def test_dry_run_with_four_buckets_has_four_maps_and_one_reduce(tmp_path):
         cwd=work, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit() and parts[0].startswith("graph"):
-            counts[parts[0]] = int(parts[1])
+    counts = {
+        rule: n for rule, n in dry_run_job_counts(proc.stdout).items() if rule.startswith("graph")
+    }
     assert counts == {"graph": 1, "graph_bucket": 4, "graph_overlaps": 4, "graph_subreddits": 1}
     for b in range(4):
         assert f"results/graph/buckets/{b}/overlaps.parquet" in proc.stdout

@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from conftest import copy_repo, run_snakemake
+from helpers import dry_run_job_counts
 from splits.config.settings import schema_defaults
 from splits.errors import ConfigError, InputError
 from splits.ingest.merge import merge, merge_bucket, reduce_reports
@@ -265,11 +266,7 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
         cwd=work, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
+    counts = dry_run_job_counts(proc.stdout)
     assert counts["ingest"] == counts["split_posts"] == 2
     assert (counts["merge_bucket"], counts["ingest_report"], counts["graph_bucket"]) == (4, 1, 4)
     assert "merge_posts" not in counts and "results/posts/posts.parquet" not in proc.stdout

@@ -46,11 +46,16 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- splits groupness
 
 
-def configure_groupness(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--posts", nargs="+", required=True, help="cleaned posts Parquet files")
+def _add_demographic_arguments(parser: argparse.ArgumentParser) -> None:
+    """The graph's subreddits and the demographic, read by group-ness and its bucket jobs."""
     parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
     parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
     parser.add_argument("--demographic", required=True, help="demographic key")
+
+
+def configure_groupness(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--posts", nargs="+", required=True, help="cleaned posts Parquet files")
+    _add_demographic_arguments(parser)
     parser.add_argument("--bots", default=None, help="known-bot list (one name per line)")
     parser.add_argument(
         "--out-users", required=True, help="users with their group-ness and percentile (Parquet)"
@@ -114,9 +119,7 @@ def run_groupness(args: argparse.Namespace) -> int:
 
 def configure_groupness_bucket(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--posts", required=True, help="one posts bucket by author (Parquet)")
-    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
-    parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
-    parser.add_argument("--demographic", required=True, help="demographic key")
+    _add_demographic_arguments(parser)
     parser.add_argument(
         "--out-users", required=True, help="the bucket's seed users: counts and scores (Parquet)"
     )
