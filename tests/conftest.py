@@ -166,6 +166,21 @@ QUICK_FILES = frozenset(
 PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})
 
 
+# The test files that take longest (their summed durations in a full run on 2 cores, 2026-11-26),
+# longest first. xdist's ``--dist loadfile`` hands the files to the workers in collection order, so
+# a long file collected late is the last worker's tail; collected first, the short files fill the
+# other workers around it (longest-first scheduling).
+LONG_FILES = tuple(
+    f"test_{name}.py"
+    for name in """
+    slurm llm_serve pipeline_faults clean_runs bench install group_splits evaluation_pipeline
+    security groupness_buckets llm_batch sandbox_fails_closed topics_pipeline posts_partitions
+    llm_vllm hypotheses_pipeline hypotheses_release graph_buckets custom_tm
+    """.split()
+)
+LONG_FILE_RANK = {name: rank for rank, name in enumerate(LONG_FILES)}
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
@@ -175,6 +190,20 @@ def pytest_collection_modifyitems(config, items) -> None:
             and item.get_closest_marker("slow") is None
         ):
             item.add_marker(pytest.mark.quick)
+    # stable: a file's tests keep their order, the other files theirs
+    items.sort(key=lambda item: LONG_FILE_RANK.get(item.path.name, len(LONG_FILES)))
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto``: one worker more than the cores this process may use. The long files wait
+    much of their time (the Slurm test on its scheduler's status checks, the served-LLM tests on
+    their servers, the base-install test on the package index): with one worker per core the
+    suite used 151% of 2 cores; the extra worker fills those waits."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores + 1
 
 
 def pytest_ignore_collect(collection_path: Path, config) -> bool | None:

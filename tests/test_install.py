@@ -46,7 +46,11 @@ def test_base_install_runs_quick_start_and_report(tmp_path):
     if not _index_reachable(python, env, probe_dir):
         pytest.skip("the package index is unreachable: cannot build a fresh environment")
 
-    install = _run([str(python), "-m", "pip", "install", "-q", str(work)], work, env, 1800)
+    # --no-compile: the run compiles what it imports; byte-compiling every installed module
+    # (scipy's and matplotlib's included) would only cost the test time
+    install = _run(
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", str(work)], work, env, 1800
+    )
     assert install.returncode == 0, install.stderr[-4000:]
     where = _run([str(python), "-c", "import splits; print(splits.__file__)"], tmp_path, env, 60)
     assert str(venv) in where.stdout, where.stdout + where.stderr  # the installed copy
