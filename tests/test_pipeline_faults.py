@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,8 +25,21 @@ CORNELL = REPO.parent / "shared" / "reference" / "realdata" / "convokit_cornell"
 SECRET = "sk-test-PIPELINE-5e1f0c"
 
 
-def _workdir(tmp_path: Path, overrides: dict, files: dict[str, str] | None = None) -> Path:
-    work = copy_repo(tmp_path / "repo")
+def _workdir(
+    tmp_path: Path,
+    overrides: dict,
+    files: dict[str, str] | None = None,
+    finished_run: Path | None = None,
+) -> Path:
+    """A working copy with ``overrides`` in its config: a fresh checkout, or a copy of
+    ``finished_run`` (the shared default run) when the case is about a stage downstream of the
+    stages the overrides leave unchanged: the plain command then re-runs only the jobs whose
+    settings changed, as after a user's config edit, not the whole DAG from the corpus."""
+    if finished_run is None:
+        work = copy_repo(tmp_path / "repo")
+    else:
+        work = tmp_path / "repo"
+        shutil.copytree(finished_run, work, symlinks=True)
     cfg = work / "config" / "config.yaml"
     config = yaml.safe_load(cfg.read_text())
     update_config(config, overrides)
@@ -211,11 +225,12 @@ def _openai_overrides(server, **spec) -> dict:
     }
 
 
-def test_dripping_server_fails_the_theory_job_within_its_timeout(tmp_path):
+def test_dripping_server_fails_the_theory_job_within_its_timeout(tmp_path, default_run):
     from splits.testing.fake_openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer(default_action="drip", drip_s=0.2) as server:
-        work = _workdir(tmp_path, _openai_overrides(server, timeout_s=1, max_retries=0))
+        overrides = _openai_overrides(server, timeout_s=1, max_retries=0)
+        work = _workdir(tmp_path, overrides, finished_run=default_run)
         proc = _snakemake(work, env={"SPLITS_TEST_PIPELINE_KEY": SECRET})
     assert proc.returncode != 0
     log = "logs/evaluation_tm_batch/api.log"  # the TM's prompts run in its batch job
@@ -224,19 +239,20 @@ def test_dripping_server_fails_the_theory_job_within_its_timeout(tmp_path):
     _no_traceback(work, proc)
 
 
-def test_key_echoed_by_the_server_is_in_no_output_or_log(tmp_path):
+def test_key_echoed_by_the_server_is_in_no_output_or_log(tmp_path, default_run):
     from splits.testing.fake_openai_server import FakeOpenAIServer
 
     def echo(body):
         return f"Group A writes about {SECRET}; group B does not."
 
     with FakeOpenAIServer(reply=echo) as server:
-        work = _workdir(tmp_path, _openai_overrides(server))
+        work = _workdir(tmp_path, _openai_overrides(server), finished_run=default_run)
         proc = _snakemake(work, env={"SPLITS_TEST_PIPELINE_KEY": SECRET})
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert server.calls()  # the TM was asked
-    theories = list((work / "results" / "evaluation" / "theories").rglob("*.parquet"))
-    assert theories
+    # the served TM's theories (40 rows, k = 4), which hold the echoed text
+    theories = work / "results" / "evaluation" / "theories" / "rows-40" / "api" / "k-4.parquet"
+    assert "Group A writes about" in pl.read_parquet(theories).write_csv()
     for path in [*(work / "results").rglob("*"), *(work / "logs").rglob("*")]:
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
@@ -277,7 +293,7 @@ def test_killed_jobs_leave_no_temporaries_after_the_plain_command(tmp_path):
     assert _temporaries(work) == []
 
 
-def test_twin_groups_are_a_run_health_warning_and_share_no_post(tmp_path):
+def test_twin_groups_are_a_run_health_warning_and_share_no_post(tmp_path, default_run):
     """Issue 25: a fifth group on the same seed subreddits as another. Every post of an author
     at or above both thresholds is left out of their pair (checked here against the users and
     thresholds files), the summary counts them, and the run ends with one groups_overlap
@@ -291,6 +307,7 @@ def test_twin_groups_are_a_run_health_warning_and_share_no_post(tmp_path):
         tmp_path,
         {"demographics": {"file": "config/twins.yaml"}},
         {"config/twins.yaml": yaml.safe_dump(demographics)},
+        finished_run=default_run,
     )
     proc = _snakemake(work, "results/dataset/quadruplets.parquet", "results/health/sampling.json")
     assert proc.returncode == 0, proc.stderr[-3000:]
