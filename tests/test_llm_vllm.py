@@ -72,6 +72,22 @@ def test_missing_vllm_is_a_clear_config_error():
         model.generate([Request(prompt="x")])
 
 
+@pytest.mark.skipif(HAS_VLLM, reason="checks the error where vllm is missing")
+def test_missing_vllm_fails_before_any_tokenizer_is_fetched(monkeypatch):
+    """The missing engine is said before the prompts are counted: counting them loads the
+    model's tokenizer, from the Hugging Face hub for a hub id, which offline or for a large
+    model takes minutes of retries and downloads before the one line that vllm is missing."""
+    import splits.llm.lengths as lengths
+
+    def fetched(*args, **kwargs):
+        raise AssertionError("the tokenizer was loaded before the missing vllm was said")
+
+    monkeypatch.setattr(lengths, "_load_tokenizer", fetched)
+    model = load_model("big", {"big": SPEC}, cache_path=None)
+    with pytest.raises(ConfigError, match=r"^models\.big\.backend: vllm is not installed"):
+        model.generate([Request(prompt="x")])
+
+
 class FakeTokenizer:
     def apply_chat_template(self, messages, add_generation_prompt, tokenize):
         assert add_generation_prompt and tokenize

@@ -8,6 +8,7 @@ evaluation and probes, registered with ``register_builtin``).
 
 from __future__ import annotations
 
+import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -74,6 +75,19 @@ class Backend(ABC):
     def gpus(cls, spec: Mapping[str, Any]) -> int:
         """GPUs a job running a model of this validated ``spec`` needs."""
         return 0
+
+    @classmethod
+    def not_installed(cls, name: str) -> str | None:
+        """Why model ``name``'s engine cannot be built in this Python (one line naming the
+        missing modules and what installs them), or None when ``requires`` is importable."""
+        missing = [module for module in cls.requires if importlib.util.find_spec(module) is None]
+        if not missing:
+            return None
+        verb = "is" if len(missing) == 1 else "are"
+        return (
+            f"models.{name}.backend: {' and '.join(missing)} {verb} not installed in this Python "
+            f"(pip install 'splits[{cls.extra}]')"
+        )
 
     @classmethod
     def resolve(cls, name: str, spec: Mapping[str, Any]) -> Callable[..., Backend]:

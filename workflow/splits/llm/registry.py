@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from splits.errors import ConfigError
 from splits.llm.backends import (
     backend_class,
     build_backend,
@@ -118,6 +119,8 @@ class Model:
         self.spec = dict(spec)
         self.cache = cache
         self.cache_only = cache_only
+        # False for a served model's client (its engine lives in the server, not this Python)
+        self.engine_in_job = True
         self.stats = Throughput()
         self._build = build
         self._backend: Backend | None = None
@@ -165,9 +168,15 @@ class Model:
         """Count the prompts of ``todo`` (requests that miss the cache) with the model's
         tokenizer (:mod:`splits.llm.lengths`): ``({index: skip completion}, prompt lengths)``;
         raises PromptTooLong under ``overlong_prompts: error``."""
-        if not backend_class(self.spec["backend"]).prompted:
+        engine = backend_class(self.spec["backend"])
+        if not engine.prompted:
             return {}, []
         if self._meter is None:
+            # a missing engine first: counting loads the tokenizer (for a hub id, from the hub)
+            in_job = self.engine_in_job and not self.cache_only
+            missing = engine.not_installed(self.name) if in_job else None
+            if missing:
+                raise ConfigError(missing)
             self._meter = build_meter(self.name, self.spec)
         counts, over = overlong(self._meter, todo)
         if counts:
@@ -393,10 +402,11 @@ def load_model(
     spec = model_spec(name, registry)
     identity = declared_identity(name, spec)
     # served mode (llm.serve): the engine lives in the model's server, the job is its client
-    build = served_build(name, spec, identity) or functools.partial(build_backend, name, spec)
+    served = served_build(name, spec, identity)
+    build = served or functools.partial(build_backend, name, spec)
     cache = ResponseCache(cache_path) if cache_path is not None else None
     try:
-        return Model(
+        model = Model(
             name,
             spec,
             build,
@@ -404,6 +414,8 @@ def load_model(
             cache,
             cache_only,
         )
+        model.engine_in_job = served is None
+        return model
     except BaseException:
         if cache is not None:
             cache.close()

@@ -65,14 +65,18 @@ def sampling_kwargs(params: SamplingParams) -> dict[str, Any]:
     return kwargs
 
 
+def _not_installed_message(name: str) -> str:
+    return (
+        f"models.{name}.backend: vllm is not installed in this Python (run from the vLLM "
+        "environment: bash envs/vllm-cuda.sh on NVIDIA GPUs, envs/vllm-cpu.sh on CPU)"
+    )
+
+
 def _import_vllm(name: str):
     try:
         import vllm
     except ImportError as err:
-        raise ConfigError(
-            f"models.{name}.backend: vllm is not installed in this Python (run from the vLLM "
-            f"environment: bash envs/vllm-cuda.sh on NVIDIA GPUs, envs/vllm-cpu.sh on CPU): {err}"
-        ) from err
+        raise ConfigError(f"{_not_installed_message(name)}: {err}") from err
     return vllm
 
 
@@ -86,6 +90,10 @@ class VLLMBackend(Backend):
     @classmethod
     def gpus(cls, spec: Mapping[str, Any]) -> int:
         return int(spec["tensor_parallel_size"])
+
+    @classmethod
+    def not_installed(cls, name: str) -> str | None:
+        return _not_installed_message(name) if super().not_installed(name) else None
 
     def __init__(self, name: str, spec: Mapping[str, Any], engine: Any = None):
         """``engine``: an already built ``vllm.LLM`` (tests); else one is built from ``spec``."""
