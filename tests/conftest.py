@@ -194,6 +194,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: LONG_FILE_RANK.get(item.path.name, len(LONG_FILES)))
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: no error where xdist is absent
 def pytest_xdist_auto_num_workers(config) -> int:
     """``-n auto``: one worker more than the cores this process may use. The long files wait
     much of their time (the Slurm test on its scheduler's status checks, the served-LLM tests on
