@@ -682,3 +682,28 @@ def test_duplicate_finder_held_and_spilled_equal_brute_force(tmp_path, held, mon
     assert found.dtype == pl.UInt64 and sorted(found.to_list()) == expected
     assert (finder.files is None) == (held >= 1 << 22)
     assert not list(tmp_path.iterdir())  # bucket files removed
+
+
+@pytest.mark.parametrize("scanner", ["polars", "bytes.count"])
+def test_count_lines_counts_like_line_ends(monkeypatch, scanner):
+    """The blank-line count is lines minus parsed records: the line count must agree with the
+    line ends themselves (a last line without one counted), blank and white-space lines,
+    CRLF and non-ASCII text included, with polars' line scanner and without it."""
+    from splits.ingest import parse
+
+    if scanner == "bytes.count":
+        monkeypatch.delattr(pl, "scan_lines", raising=False)
+    chunks = [
+        b'{"a": 1}\n',
+        b'{"a": 1}',
+        b'{"a": 1}\n\n',
+        b"\n",
+        b"\n\n\n",
+        b'{"a": 1}\r\n\r\n{"b": 2}',
+        b" \n\t\n",
+        '{"t": "caf\u00e9 \u2028"}\n{}\n'.encode(),
+        b"".join(b'{"id": "%d"}\n' % i if i % 7 else b"\n" for i in range(50_000)),
+    ]
+    for chunk in chunks:
+        oracle = len(chunk.split(b"\n")) - (1 if chunk.endswith(b"\n") else 0)
+        assert parse.count_lines(chunk) == oracle, chunk[:40]
