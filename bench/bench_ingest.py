@@ -7,13 +7,18 @@ utterances.jsonl), a Pushshift comments (RC_) NDJSON file, and that file compres
     python bench/bench_ingest.py --mb 340           # the figures in docs/benchmarks.md
 
 Per input, each command in its own process (its start included), repeated ``--repeats`` times
-interleaved (stage, bare parse, bare parse-and-write, [decompression], stage, ...) so that a
-change in the machine's load falls on all of them alike; medians of wall and CPU seconds:
+interleaved (stage, bare parse, bare parse-and-write, [with titles], [decompression], stage, ...)
+so that a change in the machine's load falls on all of them alike; medians of wall and CPU
+seconds:
 - stage: ``splits ingest`` (parse, clean, titles, duplicates, Parquet out, report);
 - bare parse: ``polars.scan_ndjson`` of the same file with the fields the stage reads (its
   schema), collected: the parse alone, no cleaning (the limit of the reading);
 - bare parse + write: that scan streamed to Parquet with the stage's compression (zstd level
   1): the limit of the stage's whole job;
+- bare parse + write + titles (ConvoKit only): that, and conversations.json's titles read
+  with the stdlib's ``json.load`` in a thread beside it: the stage's output also carries each
+  submission's title, so this is the limit of the whole job for a ConvoKit corpus (the
+  stage/parse+write ratio leaves the titles out);
 - decompression (``.zst`` only): the zstd stream decompressed and discarded (zstandard, the
   library the stage reads it with), the part of both that is not parsing;
 then the ratios stage / bare (wall and CPU) and the stage's peak RSS.
@@ -49,19 +54,35 @@ REPO = Path(__file__).resolve().parents[1]
 BYTES_PER_POST = 470  # what the generator writes per utterance, measured
 BYTES_PER_RC_POST = 260  # per comment in the Pushshift RC_ file, measured
 TINY_MB = 2.0
-# the bare operations, run as `python -c BARE fmt path [out.parquet]`: nothing of splits is
-# imported; the schema is the stage's own (passed as JSON)
+# the bare operations, run as `python -c BARE schema path [out.parquet [conversations.json]]`:
+# nothing of splits is imported; the schema is the stage's own (passed as JSON). With a
+# conversations.json, its titles are read as well (the stage's output carries each submission's
+# title): the plainest complete read, the stdlib's json.load into an (id, title) frame, in a
+# thread beside the parse and write (polars releases the GIL), as the stage reads them beside
+# its parse
 BARE = r"""
-import json, sys
+import json, sys, threading
 import polars as pl
 def dtype(v):
     return pl.Struct({k: dtype(x) for k, x in v.items()}) if isinstance(v, dict) else getattr(pl, v)
+def titles(path):
+    with open(path, "rb") as fh:
+        conversations = json.load(fh)
+    pl.DataFrame({
+        "conversation_id": list(conversations),
+        "title": [(c.get("meta") or {}).get("title") for c in conversations.values()],
+    }, schema={"conversation_id": pl.String, "title": pl.String})
 schema = {k: dtype(v) for k, v in json.loads(sys.argv[1]).items()}
+reader = threading.Thread(target=titles, args=sys.argv[4:5]) if len(sys.argv) > 4 else None
+if reader:
+    reader.start()
 lf = pl.scan_ndjson(sys.argv[2], schema=schema)
 if len(sys.argv) > 3:
     lf.sink_parquet(sys.argv[3], compression="zstd", compression_level=1)
 else:
     lf.collect()
+if reader:
+    reader.join()
 """
 DECOMPRESS = r"""
 import sys, zstandard
@@ -168,6 +189,7 @@ class Input:
     stage_input: Path  # what `splits ingest --input` gets
     ndjson: Path  # the NDJSON file the bare operations read (the same bytes)
     compressed: bool = False
+    titles: Path | None = None  # a ConvoKit corpus's conversations.json (its titles)
 
     @property
     def mb(self) -> float:
@@ -189,6 +211,8 @@ def measure_input(item: Input, work: Path, repeats: int, chunk_mb: float | None)
             str(work / f"{item.label}.bare.parquet"),
         ],
     }  # fmt: skip
+    if item.titles is not None:
+        commands["parse+write+titles"] = [*commands["parse+write"], str(item.titles)]
     if item.compressed:
         commands["decompress"] = [sys.executable, "-c", DECOMPRESS, str(item.ndjson)]
     runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in commands}
@@ -244,7 +268,15 @@ def run(args: argparse.Namespace, base: Path) -> int:
     inputs: list[Input] = []
     if "convokit" in args.inputs:
         corpus = make_corpus(base / "convokit", args.mb)
-        inputs.append(Input("convokit", "convokit", corpus, corpus / "utterances.jsonl"))
+        inputs.append(
+            Input(
+                "convokit",
+                "convokit",
+                corpus,
+                corpus / "utterances.jsonl",
+                titles=corpus / "conversations.json",
+            )
+        )
     if {"pushshift", "pushshift-zst"} & set(args.inputs):
         rc = make_rc(base / "pushshift", args.mb)
         if "pushshift" in args.inputs:
@@ -279,9 +311,17 @@ def run(args: argparse.Namespace, base: Path) -> int:
             f" {s_cpu / w_cpu:5.2f}x",
             flush=True,
         )
+        if "parse+write+titles" in m:
+            t_wall, t_cpu, _ = m["parse+write+titles"]
+            print(
+                f"    {item.label}: bare parse+write with conversations.json's titles (json.load)"
+                f" {t_wall:.2f} s, {t_cpu:.2f} CPU s; stage/(parse+write+titles)"
+                f" {s_wall / t_wall:.2f}x wall, {s_cpu / t_cpu:.2f}x CPU",
+                flush=True,
+            )
         for name, rs in result["runs"].items():
             walls = " ".join(f"{r[0]:.2f}" for r in rs)
-            print(f"    {name:<12} wall runs: {walls}")
+            print(f"    {name:<18} wall runs: {walls}")
     if not args.no_convokit and "convokit" in args.inputs:
         convokit_row(args, base, inputs[0], stage_wall["convokit"])
     print(f"at the end: {load_average()}")

@@ -682,3 +682,67 @@ def test_duplicate_finder_held_and_spilled_equal_brute_force(tmp_path, held, mon
     assert found.dtype == pl.UInt64 and sorted(found.to_list()) == expected
     assert (finder.files is None) == (held >= 1 << 22)
     assert not list(tmp_path.iterdir())  # bucket files removed
+
+
+@pytest.mark.parametrize("scanner", ["polars", "bytes.count"])
+def test_count_lines_counts_like_line_ends(monkeypatch, scanner):
+    """The blank-line count is lines minus parsed records: the line count must agree with the
+    line ends themselves (a last line without one counted), blank and white-space lines,
+    CRLF and non-ASCII text included, with polars' line scanner and without it."""
+    from splits.ingest import parse
+
+    if scanner == "bytes.count":
+        monkeypatch.delattr(pl, "scan_lines", raising=False)
+    chunks = [
+        b'{"a": 1}\n',
+        b'{"a": 1}',
+        b'{"a": 1}\n\n',
+        b"\n",
+        b"\n\n\n",
+        b'{"a": 1}\r\n\r\n{"b": 2}',
+        b" \n\t\n",
+        '{"t": "caf\u00e9 \u2028"}\n{}\n'.encode(),
+        b"".join(b'{"id": "%d"}\n' % i if i % 7 else b"\n" for i in range(50_000)),
+    ]
+    for chunk in chunks:
+        oracle = len(chunk.split(b"\n")) - (1 if chunk.endswith(b"\n") else 0)
+        assert parse.count_lines(chunk) == oracle, chunk[:40]
+
+
+def test_chunks_parse_while_the_titles_load(tmp_path, monkeypatch):
+    """The parse does not wait for conversations.json: while the titles are still loading,
+    the chunks after the first are parsed (a parse that waited would leave the titles reader
+    waiting here in vain), and the titles still reach the posts."""
+    import threading
+
+    import splits.ingest.read as ingest
+
+    lines = [_line(_utt(f"s{k}", f"s{k}", text=f"root {k} " * 20)) for k in range(200)]
+    corpus = _write_corpus(tmp_path / "c", lines, {f"s{k}": f"Title {k}" for k in range(200)})
+    parsed = threading.Semaphore(0)
+    parse_chunk, read_titles = ingest.parse_chunk, ingest.read_titles
+
+    def counting_parse(*args, **kwargs):
+        parsed.release()
+        return parse_chunk(*args, **kwargs)
+
+    parsed_before_titles: list[bool] = []
+
+    def slow_titles(source):
+        # two chunks parsed before the titles are read; a 20 s wait runs out if they are not
+        parsed_before_titles.append(all(parsed.acquire(timeout=20) for _ in range(2)))
+        return read_titles(source)
+
+    monkeypatch.setattr(ingest, "parse_chunk", counting_parse)
+    monkeypatch.setattr(ingest, "read_titles", slow_titles)
+    monkeypatch.setattr(ingest, "IN_FLIGHT", 3)
+    report = ingest_shard(
+        corpus,
+        tmp_path / "p.parquet",
+        tmp_path / "r.json",
+        schema_defaults(IngestSettings, chunk_mb=0.01),
+    )
+    assert parsed_before_titles == [True]
+    assert report["posts"] == 200
+    posts = pl.read_parquet(tmp_path / "p.parquet")
+    assert posts.filter(pl.col("post_id") == "s7")["text"].item().startswith("Title 7\n\nroot 7")

@@ -16,10 +16,12 @@ polars query (submission titles looked up in a hash index of ``conversations.jso
 fast path that cuts ConvoKit's layout into one line per entry and takes each id and title from
 the line's head with one anchored pattern) and streamed into the Parquet output
 (zstd level 1: the write costs a third less CPU than the default level for ~10% more bytes).
-Both cores work: a worker thread parses and cleans the next chunks (polars releases the GIL) while
-the Parquet writer compresses the current one and the titles load in their own thread; at most
-``IN_FLIGHT`` chunks are with the worker at once (one more in the writer), handed on in input
-order with per-chunk counts, so output bytes and report counts do not depend on thread timing.
+Both cores work: a pipeline of threads (polars releases the GIL) reads and decompresses the next
+chunk, parses the one before and cleans the one before that while the Parquet writer compresses
+the current one and the titles load in their own thread (the parse does not wait for them); at
+most ``IN_FLIGHT`` chunks are in the pipeline at once (one more in the writer), handed on in
+input order with per-chunk counts, so output bytes and report counts do not depend on thread
+timing.
 Duplicate ids are found from the 64-bit hashes of the ids, spilled to bucket files and sorted
 per bucket at the end; only when there are some is the output filtered in a second pass.
 Memory: ``IN_FLIGHT + 1`` chunks and their parsed frames, plus the conversation titles (about 50
@@ -84,9 +86,10 @@ from splits.io import remove_stale_temporaries, write_json, write_parquet
 
 log = logging.getLogger(__name__)
 
-# worker threads that parse and clean chunks, and the most chunks handed to them at once: one
-# is enough (polars' reader spreads a chunk's parse over its own threads, the writer compresses
-# beside it); a second used 0.1-0.5 CPU s more per 340 MB, ~50 MB more memory, no wall gain
+# threads that parse chunks (a thread beside them cleans the parsed chunks), and the most chunks
+# handed to them at once: one is enough (polars' reader spreads a chunk's parse over its own
+# threads, the writer compresses beside it); a second used 0.1-0.5 CPU s more per 340 MB,
+# ~50 MB more memory, no wall gain
 WORKERS = 1
 IN_FLIGHT = 3
 WORK_SUFFIX = ".work"  # the shard's work folder beside its output: .<name>.<random>.work
@@ -161,38 +164,55 @@ def ingest_shard(
         chunk_bytes = max(int(settings.chunk_mb * (1 << 20)), 1 << 12)
         untyped = [False]  # shared by the workers: a non-integer number was seen
 
-        def parse_and_clean(chunk: bytes, cleaner: Future) -> tuple[pl.DataFrame, Counter]:
+        def parse(read: Future) -> tuple[pl.DataFrame, Counter] | None:
+            chunk = read.result()
+            if chunk is None:  # the input has ended
+                return None
             local: Counter = Counter(untyped_chunks=int(untyped[0]))
             raw = parse_chunk(chunk, source.format, local)
             if local["untyped_chunks"]:
                 untyped[0] = True
-            posts = cleaner.result()(raw, local)
             del local["untyped_chunks"]
-            return posts, local
+            return raw, local
+
+        def clean(parsed: Future, cleaner: Future) -> tuple[pl.DataFrame, Counter] | None:
+            got = parsed.result()
+            if got is None:
+                return None
+            raw, local = got
+            return cleaner.result()(raw, local), local
 
         def posts_chunks() -> Iterator[pl.DataFrame]:
-            # titles load while the first chunks parse; chunks are parsed and cleaned by a pool
-            # (polars releases the GIL) and handed on in input order, at most IN_FLIGHT at once
-            with (
-                ThreadPoolExecutor(1, thread_name_prefix="ingest-titles") as title_pool,
-                ThreadPoolExecutor(WORKERS, thread_name_prefix="ingest-chunks") as pool,
+            # a pipeline of threads, each stage in input order: one reads (and decompresses)
+            # the chunks, one parses them, one cleans them (polars releases the GIL), while
+            # the titles load in their own thread and the writer compresses the chunk before;
+            # at most IN_FLIGHT chunks are in the pipeline at once, handed on in input order
+            with (  # the file closes last, once the threads that read it have stopped
                 source.open("utterances.jsonl") as fh,
+                ThreadPoolExecutor(1, thread_name_prefix="ingest-titles") as title_pool,
+                ThreadPoolExecutor(1, thread_name_prefix="ingest-read") as read_pool,
+                ThreadPoolExecutor(WORKERS, thread_name_prefix="ingest-parse") as parse_pool,
+                ThreadPoolExecutor(1, thread_name_prefix="ingest-clean") as clean_pool,
             ):
                 cleaner = title_pool.submit(make_cleaner)
                 pending: deque[Future] = deque()
                 chunks = fh.line_chunks(chunk_bytes)
+                ended = False  # a read found the input's end: nothing more is submitted
 
                 def submit_more() -> None:
-                    while len(pending) < IN_FLIGHT:
-                        chunk = next(chunks, None)
-                        if chunk is None:
-                            return
-                        pending.append(pool.submit(parse_and_clean, chunk, cleaner))
+                    while not ended and len(pending) < IN_FLIGHT:
+                        read = read_pool.submit(next, chunks, None)
+                        parsed = parse_pool.submit(parse, read)
+                        pending.append(clean_pool.submit(clean, parsed, cleaner))
 
                 submit_more()
                 while pending:
-                    posts, local = pending.popleft().result()
-                    submit_more()  # the workers go on while the writer takes these posts
+                    got = pending.popleft().result()
+                    if got is None:  # the end; the reads submitted after it found nothing
+                        ended = True
+                        continue
+                    posts, local = got
+                    submit_more()  # the pipeline goes on while the writer takes these posts
                     counts.update(local)
                     if posts.height:
                         duplicates.add(posts["post_id"])
