@@ -301,7 +301,10 @@ def selfid_search(
     if not 2 <= bins <= 100:
         raise ConfigError("demographics.bins: must be in [2, 100]")
     phrases = PhraseSet.from_demographic(demographic)
-    matches = find_phrases(posts, phrases, settings.context_chars)
+    # in post-id order whatever the order of the posts (D_d's parts come bucket by bucket)
+    matches = find_phrases(posts, phrases, settings.context_chars).sort(
+        "post_id", "start", maintain_order=True
+    )
     undetected = 0
     if verifier == "rules":
         matches = verify_rules(matches)
