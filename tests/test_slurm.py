@@ -326,7 +326,7 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
 def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
     """The posts and the graph as GRAPH_BUCKETS user buckets (ingest.buckets), each map job a
     Slurm job of its own (a split per ingest file, a merge per bucket and the report; a group-ness
-    job per demographic and bucket; one membership and one co-membership job per bucket, one
+    job and a D_d part job per demographic and bucket; one membership and one co-membership job per bucket, one
     count job and one reduce), gives the single-machine run's one-job graph, and the dataset
     exported downstream of it is the local export, file for file."""
     submitted = slurm_pipeline.submitted
@@ -338,6 +338,7 @@ def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
         ("ingest_report", 1),
         ("merge_posts", 0),
         ("groupness_bucket", GRAPH_BUCKETS * submitted.count("groupness")),
+        ("groupness_posts", GRAPH_BUCKETS * submitted.count("groupness")),
         ("graph_bucket", GRAPH_BUCKETS),
         ("graph_subreddits", 1),
         ("graph_overlaps", GRAPH_BUCKETS),
