@@ -1,7 +1,8 @@
 """D_d in parts (ingest.buckets > 1; docs/cluster.md): each demographic's posts as one file per
 posts bucket by author, each part sorted by post id. Its readers given the parts give what they
-give on the one file: the self-ID search (matches in post-id order, curve, threshold), the topic
-splits' union of the demographics and the key each path names."""
+give on the one file: the self-ID search (over the parts, or over each part's phrase matches:
+matches in post-id order, curve, threshold), the topic splits' union of the demographics and the
+key each path names."""
 
 from __future__ import annotations
 
@@ -81,23 +82,38 @@ def _selfid_corpus(tmp_path: Path) -> tuple[Path, Path]:
     return posts, demo
 
 
-def test_selfid_search_on_the_parts_equals_the_one_file(tmp_path):
+def test_selfid_on_the_parts_and_on_their_matches_equals_the_one_file(tmp_path):
+    """``selfid search`` over the one D_d, over its parts, and over the phrase matches that
+    ``selfid find`` wrote per part (rule selfid_bucket; given here in reverse order): the same
+    matches, curve, threshold and comparison."""
     from splits.cli import main
 
     posts, demo = _selfid_corpus(tmp_path)
     parts = split_by_author(posts, tmp_path / "posts")
     assert min(pl.read_parquet(p).height for p in parts) > 300
+    settings = dataclasses.asdict(schema_defaults(SelfidSettings))
+    found = []
+    for b, part in enumerate(parts):
+        found.append(str(tmp_path / "found" / f"{b}.matches.parquet"))
+        argv = ["selfid", "find", "--posts", part, "--demographics", str(demo)]
+        argv += ["--demographic", "catholic", "--out", found[-1]]
+        assert main([*argv, "--settings", json.dumps({"context_chars": 150})]) == 0
+    assert all(pl.read_parquet(f).height for f in found)
+    sources = {
+        "one": ["--posts", str(tmp_path / "posts.parquet")],
+        "parts": ["--posts", *parts],
+        "matches": ["--matches", *reversed(found)],
+    }
     outputs = {}
-    for name, files in (("one", [str(tmp_path / "posts.parquet")]), ("parts", parts)):
+    for name, source in sources.items():
         out = tmp_path / name
-        argv = ["selfid", "search", "--users", str(tmp_path / "users.parquet"), "--posts"]
-        argv += [*files, "--demographics", str(demo), "--demographic", "catholic"]
+        argv = ["selfid", "search", "--users", str(tmp_path / "users.parquet"), *source]
+        argv += ["--demographics", str(demo), "--demographic", "catholic"]
         for flag, file in (("matches", "m.parquet"), ("curve", "c.parquet")):
             argv += [f"--out-{flag}", str(out / file)]
         argv += ["--out-threshold", str(out / "t.json"), "--out-plot", str(out / "p.png")]
         argv += ["--out-comparison", str(out / "cmp.parquet")]
-        argv += ["--settings", json.dumps(dataclasses.asdict(schema_defaults(SelfidSettings)))]
-        assert main(argv) == 0
+        assert main([*argv, "--settings", json.dumps(settings)]) == 0
         outputs[name] = {f: (out / f).read_bytes() for f in ("c.parquet", "t.json", "cmp.parquet")}
         outputs[name]["matches"] = pl.read_parquet(out / "m.parquet")
     matches = outputs["one"]["matches"]
@@ -106,11 +122,28 @@ def test_selfid_search_on_the_parts_equals_the_one_file(tmp_path):
     assert matches.select("post_id", "start").equals(matches.select("post_id", "start").sort("*"))
     # 50 members, two posts each saying it twice
     assert json.loads(outputs["one"]["t.json"])["verified_self"] == 50 * 2 * 2
-    for name, value in outputs["one"].items():
-        if isinstance(value, pl.DataFrame):
-            assert value.equals(outputs["parts"][name]), name
-        else:
-            assert value == outputs["parts"][name], name
+    for other in ("parts", "matches"):
+        for name, value in outputs["one"].items():
+            if isinstance(value, pl.DataFrame):
+                assert value.equals(outputs[other][name]), (other, name)
+            else:
+                assert value == outputs[other][name], (other, name)
+
+
+def test_selfid_search_takes_posts_or_matches_not_both(tmp_path, capsys):
+    from splits.cli import main
+
+    argv = ["selfid", "search", "--users", "u", "--demographics", "d", "--demographic", "k"]
+    for flag in ("matches", "curve", "threshold", "comparison", "plot"):
+        argv += [f"--out-{flag}", str(tmp_path / flag)]
+    argv += ["--settings", "{}"]
+    for source in ([], ["--posts", "p", "--matches", "m"]):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stop:  # argparse's own usage error
+            main([*argv, *source])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "--posts" in err and "--matches" in err and "Traceback" not in err
 
 
 def _demographic_rows(rng, ids: list[str], n: int) -> pl.DataFrame:

@@ -216,8 +216,8 @@ def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_on
     tmp_path, monkeypatch
 ):
     """The real engine on the generated corpus (synth): group-ness and self-ID of every
-    demographic at ingest.buckets = 4 (a job per demographic and bucket, the reduce, then a
-    job per demographic and bucket writing D_d's part) and at 1, on to the topic splits and the
+    demographic at ingest.buckets = 4 (a job per demographic and bucket, the reduce, then jobs
+    per demographic and bucket writing D_d's part and finding its self-ID phrases) and at 1, on to the topic splits and the
     exported dataset: the same users, D_d (its parts together, row for row), reports, matches,
     curves, thresholds, topic posts and export."""
     from splits.config.definitions import load_demographics
@@ -243,6 +243,7 @@ def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_on
         assert not (folder / "posts.parquet").exists()
         assert (work / "logs" / "groupness_bucket" / key / "3.log").exists()
         assert (work / "logs" / "groupness_posts" / key / "3.log").exists()
+        assert (work / "logs" / "selfid_bucket" / key / "3.log").exists()
         assert not (work / "results-1" / "demographics" / key / "buckets").exists()
         assert not (work / "results-1" / "demographics" / key / "posts").exists()
     one, four = runs[1], runs[4]

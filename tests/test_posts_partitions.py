@@ -287,17 +287,24 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
         if "splits groupness-bucket" in command or "splits groupness-posts" in command:
             assert "--posts results/posts/buckets/0.parquet --" in command, command
     keys = _keys(work)
-    # per demographic: a group-ness job and a D_d part per bucket, one reduce, one self-ID
-    assert counts["groupness_bucket"] == counts["groupness_posts"] == 4 * len(keys)
+    # per demographic and bucket: group-ness, D_d's part and its self-ID phrase search; per
+    # demographic one reduce and one self-ID job (verification, curve, threshold)
+    per_bucket = ("groupness_bucket", "groupness_posts", "selfid_bucket")
+    assert [counts[rule] for rule in per_bucket] == [4 * len(keys)] * 3
     assert counts["groupness"] == counts["selfid"] == len(keys) > 1
+    (shard,) = [c for c in commands if "splits topic-splits shard" in c]
     for key in keys:
-        parts = " ".join(f"results/demographics/{key}/posts/{b}.parquet" for b in range(4))
-        (selfid,) = [
-            c for c in commands if f"selfid search --users results/demographics/{key}/" in c
-        ]
-        assert f"--posts {parts} --demographics" in selfid, selfid
-        (shard,) = [c for c in commands if "splits topic-splits shard" in c]
+        folder = f"results/demographics/{key}"
+        parts = " ".join(f"{folder}/posts/{b}.parquet" for b in range(4))
         assert parts in shard, shard
+        for b in range(4):
+            (find,) = [
+                c for c in commands if f"selfid find --posts {folder}/posts/{b}.parquet" in c
+            ]
+            assert f"--out {folder}/selfid/{b}.matches.parquet" in find, find
+        (selfid,) = [c for c in commands if f"selfid search --users {folder}/" in c]
+        matches = " ".join(f"{folder}/selfid/{b}.matches.parquet" for b in range(4))
+        assert f"--matches {matches} --demographics" in selfid and "--posts" not in selfid, selfid
     assert "demographics/black/posts.parquet" not in proc.stdout
 
 

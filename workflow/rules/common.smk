@@ -24,7 +24,11 @@ from splits.topics.settings import (
     TopicShardsSettings,
     TopicShardStatsSettings,
 )
-from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.demographics.settings import (
+    GroupnessSettings,
+    SelfidFindSettings,
+    SelfidSettings,
+)
 from splits.sampling.settings import ExportSettings, SampleSettings
 from splits.hypotheses.settings import (
     FightingWordsSettings,
@@ -280,9 +284,21 @@ def demographic_posts_of(key):
     ]
 
 
-def demographic_posts_parts(wildcards):
-    """D_d of the {demographic} wildcard's demographic (rule selfid)."""
-    return demographic_posts_of(wildcards.demographic)
+def selfid_inputs(wildcards):
+    """Rule selfid's users table and what it searches: D_d itself, or with ingest.buckets > 1
+    the phrase matches of each of its parts (rule selfid_bucket)."""
+    folder = f"{RESULTS}/demographics/{wildcards.demographic}"
+    users = f"{folder}/users.parquet"
+    if POSTS_BUCKETS == 1:
+        return {"users": users, "posts": demographic_posts_of(wildcards.demographic)}
+    matches = [f"{folder}/selfid/{b}.matches.parquet" for b in range(POSTS_BUCKETS)]
+    return {"users": users, "matches": matches}
+
+
+def selfid_source_args(wildcards, input):
+    if POSTS_BUCKETS == 1:
+        return ["--posts", *input.posts]
+    return ["--matches", *input.matches]
 
 
 def demographic_posts_files():

@@ -4,7 +4,8 @@
 # With ingest.buckets > 1, rule groupness_bucket counts and scores each posts bucket's seed users,
 # rule groupness reduces those users tables (no post read), and rule groupness_posts writes each
 # bucket's part of D_d from the reduced users (a user's percentile and the top-user cut are
-# global, so a part needs the whole users table); self-ID reads the parts as one table.
+# global, so a part needs the whole users table); rule selfid_bucket finds the self-ID phrases
+# in each part, and rule selfid verifies all the parts' matches and makes the curve and threshold.
 
 if POSTS_BUCKETS > 1:
 
@@ -90,6 +91,31 @@ if POSTS_BUCKETS > 1:
             " --users {input.users:q} --subreddits {input.subreddits:q}"
             " --out {output.posts:q} > {log:q} 2>&1"
 
+    rule selfid_bucket:
+        input:
+            posts=f"{RESULTS}/demographics/{{demographic}}/posts/{{bucket}}.parquet",
+        output:
+            matches=f"{RESULTS}/demographics/{{demographic}}/selfid/{{bucket}}.matches.parquet",
+        log:
+            "logs/selfid_bucket/{demographic}/{bucket}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/selfid_bucket/{{demographic}}/{{bucket}}.tsv"
+        conda:
+            "../../envs/demographics.yaml"
+        threads: config["demographics"]["threads"]
+        resources:
+            mem_mb=4096,
+        params:
+            demographics=DEMOGRAPHICS_FILE,
+            demographics_slice=lambda w: demographics_slice(
+                "self_id_phrases", "anti_self_id_phrases", demographic=w.demographic
+            ),
+            settings=settings_json(config, SelfidFindSettings),
+        shell:
+            "POLARS_MAX_THREADS={threads} splits selfid find --posts {input.posts:q}"
+            " --demographics {params.demographics:q} --demographic {wildcards.demographic:q}"
+            " --out {output.matches:q} --settings {params.settings:q} > {log:q} 2>&1"
+
 else:
 
     rule groupness:
@@ -129,8 +155,7 @@ else:
 
 rule selfid:
     input:
-        users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
-        posts=demographic_posts_parts,
+        unpack(selfid_inputs),
         prompt=selfid_verifier_inputs(),
     output:
         matches=f"{RESULTS}/demographics/{{demographic}}/selfid_matches.parquet",
@@ -163,11 +188,12 @@ rule selfid:
             demographic=w.demographic,
         ),
         settings=settings_json(config, SelfidSettings),
+        source=selfid_source_args,
         verifier_args=selfid_verifier_args(config),
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
         "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users:q}"
-        " --posts {input.posts:q} --demographics {params.demographics:q}"
+        " {params.source:q} --demographics {params.demographics:q}"
         " --demographic {wildcards.demographic:q} {params.verifier_args:q}"
         " --llm-cache {params.llm_cache:q} --out-matches {output.matches:q}"
         " --out-curve {output.curve:q} --out-threshold {output.threshold:q}"

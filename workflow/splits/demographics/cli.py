@@ -29,13 +29,16 @@ from splits.demographics.groupness import (
 )
 from splits.demographics.selfid import (
     OPT_IN_KEY,
+    check_settings,
     comparison_markdown,
     plot_curve,
-    selfid_search,
+    search_matches,
+    selfid_from_matches,
+    sort_matches,
     summarise,
     support_findings,
 )
-from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.demographics.settings import GroupnessSettings, SelfidFindSettings, SelfidSettings
 from splits.errors import ConfigError
 from splits.health import log_findings, write_findings
 from splits.io import scan_posts, write_json, write_parquet, write_text
@@ -190,11 +193,16 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     search = sub.add_parser("search", help="phrase search, verification, curve and threshold")
     search.add_argument("--users", required=True, help="results/demographics/<d>/users.parquet")
-    search.add_argument(
+    source = search.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--posts",
         nargs="+",
-        required=True,
         help="D_d: results/demographics/<d>/posts.parquet, or its parts posts/<bucket>.parquet",
+    )
+    source.add_argument(
+        "--matches",
+        nargs="+",
+        help="ingest.buckets > 1: the phrase matches of every part of D_d (splits selfid find)",
     )
     search.add_argument("--demographics", required=True, help="demographics file")
     search.add_argument("--demographic", required=True, help="demographic key (demographics file)")
@@ -214,6 +222,12 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     )
     search.add_argument("--out-plot", required=True, help="self-ID curve plot (PNG)")
     add_settings_arguments(search)
+    find = sub.add_parser("find", help="the phrase matches of one part of D_d (unverified)")
+    find.add_argument("--posts", required=True, help="one part of D_d (posts/<bucket>.parquet)")
+    find.add_argument("--demographics", required=True, help="demographics file")
+    find.add_argument("--demographic", required=True, help="demographic key (demographics file)")
+    find.add_argument("--out", required=True, help="the part's phrase matches (Parquet)")
+    add_settings_arguments(find)
     summary = sub.add_parser("summary", help="thresholds.json and the formula comparison table")
     summary.add_argument(
         "--thresholds", nargs="+", required=True, help="per-demographic threshold files (JSON)"
@@ -260,14 +274,19 @@ def _verifier_model(args: argparse.Namespace):
 def _run_search(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, SelfidSettings)
     demographic = find_demographic(args.demographics, args.demographic)
+    check_settings(settings)
     (users_file,) = _existing("--users", [args.users])
     users = pl.read_parquet(users_file)
-    posts = pl.scan_parquet(_existing("--posts", args.posts))
+    if args.posts:
+        posts = pl.scan_parquet(_existing("--posts", args.posts))
+        matches = search_matches(posts, demographic, SelfidFindSettings(settings.context_chars))
+    else:
+        matches = sort_matches(pl.read_parquet(_existing("--matches", args.matches)))
     model = template = None
     if settings.verifier == "llm":
         model, template = _verifier_model(args)
     try:
-        result = selfid_search(users, posts, demographic, settings, model, template)
+        result = selfid_from_matches(users, matches, demographic, settings, model, template)
     finally:
         if model is not None:
             model.close()
@@ -303,6 +322,16 @@ def _run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_find(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, SelfidFindSettings)
+    demographic = find_demographic(args.demographics, args.demographic)
+    posts = pl.scan_parquet(_existing("--posts", [args.posts]))
+    matches = search_matches(posts, demographic, settings)
+    write_parquet(matches, args.out)
+    log.info("%s: %d phrase matches in %s", demographic.key, matches.height, args.posts)
+    return 0
+
+
 def _run_summary(args: argparse.Namespace) -> int:
     thresholds, comparison = summarise(args.thresholds, args.comparisons)
     if args.health:
@@ -319,6 +348,8 @@ def _run_summary(args: argparse.Namespace) -> int:
 def run_selfid(args: argparse.Namespace) -> int:
     if args.action == "search":
         return _run_search(args)
+    if args.action == "find":
+        return _run_find(args)
     return _run_summary(args)
 
 
