@@ -346,6 +346,12 @@ def test_snakemake_run_with_four_buckets_equals_one(tmp_path, monkeypatch):
                   f"outdir={outdir}"]  # fmt: skip
         targets = [f"{outdir}/graph/summary.json", f"{outdir}/posts/ingest_report.json"]
         targets += [f"{outdir}/demographics/{key}/groupness_report.json" for key in _keys(work)]
+        if buckets > 1:  # D_d's parts (with one bucket the groupness job writes D_d itself)
+            targets += [
+                f"{outdir}/demographics/{key}/posts/{b}.parquet"
+                for key in _keys(work)
+                for b in range(buckets)
+            ]
         proc = run_snakemake(work, *targets, "--config", *config, timeout=1500)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[buckets] = _outputs(work / outdir)
