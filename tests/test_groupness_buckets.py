@@ -181,6 +181,12 @@ def test_cli_bucket_jobs_and_reduce_write_the_single_jobs_files(tmp_path, capsys
         ([*reduced, "--posts", str(buckets[0])], "not with --bucket-users"),
         ([*args, *outs, "--posts", str(buckets[0])], "required without --bucket-users"),
         ([*args, *outs, flags[0], flags[1]], "give both or neither"),
+        # a bucket's seed-user table is not the reduced users table
+        (
+            ["groupness-posts", "--posts", str(buckets[0]), "--users", flags[1]]
+            + ["--subreddits", str(tmp_path / "subreddits.parquet"), "--out", str(parts[0])],
+            "has no column groupness, percentile",
+        ),
     ):
         assert main(bad) == 2
         err = capsys.readouterr().err.strip()

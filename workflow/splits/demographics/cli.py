@@ -179,7 +179,14 @@ def configure_groupness_posts(parser: argparse.ArgumentParser) -> None:
 def run_groupness_posts(args: argparse.Namespace) -> int:
     posts = scan_posts(_existing("--posts", [args.posts]))
     (users_file,) = _existing("--users", [args.users])
-    users = pl.read_parquet(users_file, columns=["author", "groupness", "percentile"])
+    columns = ["author", "groupness", "percentile"]
+    missing = sorted(set(columns) - set(pl.read_parquet_schema(users_file)))
+    if missing:
+        raise ConfigError(
+            f"--users: {users_file} has no column {', '.join(missing)} (the users table that"
+            " splits groupness writes)"
+        )
+    users = pl.read_parquet(users_file, columns=columns)
     kept = kept_subreddits(args.subreddits)
     n_posts = write_demographic_posts(demographic_posts(posts, users, kept), args.out)
     log.info("%d posts of D_d in %s", n_posts, args.posts)

@@ -46,6 +46,10 @@ the plot, the stage's functions), ``cli`` (the ``splits selfid`` command).
 
 ``splits selfid summary`` gathers the per-demographic thresholds into ``thresholds.json`` and the
 comparisons into one CSV and one Markdown table.
+
+With ``ingest.buckets`` > 1, D_d comes in parts (one per posts bucket): ``splits selfid find``
+runs step 1 on one part, and ``splits selfid search --matches`` runs steps 2-5 on all the parts'
+matches, put in (post id, offset) order, as the search over the one D_d orders them.
 """
 
 from __future__ import annotations
