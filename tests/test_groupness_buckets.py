@@ -1,6 +1,7 @@
 """Group-ness per posts bucket (ingest.buckets > 1; docs/cluster.md): every bucket's seed-user
 table reduced into the users table equals the single job's over all the posts (users, report,
-findings, D_d), through the functions, the CLI and the real engine up to self-ID at P = 4
+findings), and D_d's parts, one per bucket, together equal the single D_d; through the
+functions, the CLI and the real engine up to self-ID, the topic splits and the export at P = 4
 against P = 1."""
 
 from __future__ import annotations
@@ -134,54 +135,97 @@ def test_cli_bucket_jobs_and_reduce_write_the_single_jobs_files(tmp_path, capsys
         out = ["--out-users", str(tmp_path / f"{b}.users.parquet")]
         out += ["--out-subreddits", str(tmp_path / f"{b}.subreddits.parquet")]
         assert main(["groupness-bucket", "--posts", str(buckets[-1]), *common, *out]) == 0
-    outputs = {}
-    for name, extra in (
-        ("one", []),
+    one = tmp_path / "one"
+    one.mkdir()
+    files = {k: one / k for k in ("users", "posts", "report", "health")}
+    args = ["groupness", *common, *settings_args()]
+    outs = ["--out-users", str(files["users"]), "--out-report", str(files["report"])]
+    outs += ["--health", str(files["health"])]
+    assert (
+        main([*args, "--posts", *map(str, buckets), *outs, "--out-posts", str(files["posts"])]) == 0
+    )
+
+    # the reduce reads no post: users, report and health from the bucket tables only
+    four = tmp_path / "four"
+    four.mkdir()
+    flags = ["--bucket-users", *(str(tmp_path / f"{b}.users.parquet") for b in range(4))]
+    flags += ["--bucket-subreddits", *(str(tmp_path / f"{b}.subreddits.parquet") for b in range(4))]
+    reduced = [*args, *(a.replace(str(one), str(four)) for a in outs), *flags]
+    assert main(reduced) == 0
+    for key in ("report", "health"):
+        assert (one / key).read_bytes() == (four / key).read_bytes(), key
+    users = pl.read_parquet(one / "users")
+    assert users.height > 100 and users.equals(pl.read_parquet(four / "users"))
+
+    # then each bucket's part of D_d from the reduced users: the parts hold their bucket's
+    # authors, each part sorted by post id, and together D_d row for row; the report's count
+    # (from the users' n_posts) is their rows
+    parts = []
+    for b, bucket in enumerate(buckets):
+        parts.append(four / f"posts{b}.parquet")
+        cmd = ["groupness-posts", "--posts", str(bucket), "--users", str(four / "users")]
+        cmd += ["--subreddits", str(tmp_path / "subreddits.parquet"), "--out", str(parts[-1])]
+        assert main(cmd) == 0
+        part = pl.read_parquet(parts[-1])
+        assert part["post_id"].is_sorted()
+        assert set(part["author"]) <= set(pl.read_parquet(bucket)["author"])
+    d_d = pl.read_parquet(one / "posts")
+    together = pl.read_parquet(parts)
+    assert d_d.height > 100 and min(pl.read_parquet(p).height for p in parts) > 0
+    assert together.sort("post_id", "author").equals(d_d.sort("post_id", "author"))
+    assert json.loads((four / "report").read_text())["posts"] == together.height
+
+    # bad combinations of flags: one line, no traceback
+    capsys.readouterr()
+    for bad, message in (
+        ([*reduced, "--posts", str(buckets[0])], "not with --bucket-users"),
+        ([*args, *outs, "--posts", str(buckets[0])], "required without --bucket-users"),
+        ([*args, *outs, flags[0], flags[1]], "give both or neither"),
+        # a bucket's seed-user table is not the reduced users table
         (
-            "four",
-            ["--bucket-users", *(str(tmp_path / f"{b}.users.parquet") for b in range(4))]
-            + ["--bucket-subreddits"]
-            + [str(tmp_path / f"{b}.subreddits.parquet") for b in range(4)],
+            ["groupness-posts", "--posts", str(buckets[0]), "--users", flags[1]]
+            + ["--subreddits", str(tmp_path / "subreddits.parquet"), "--out", str(parts[0])],
+            "has no column groupness, percentile",
         ),
     ):
-        folder = tmp_path / name
-        folder.mkdir()
-        files = {k: folder / f"{k}" for k in ("users", "posts", "report", "health")}
-        args = ["groupness", "--posts", *map(str, buckets), *common, *settings_args()]
-        args += ["--out-users", str(files["users"]), "--out-posts", str(files["posts"])]
-        args += ["--out-report", str(files["report"]), "--health", str(files["health"])]
-        assert main([*args, *extra]) == 0
-        outputs[name] = {k: p.read_bytes() for k, p in files.items()}
-    for key in ("report", "health"):
-        assert outputs["one"][key] == outputs["four"][key], key
-    for key in ("users", "posts"):
-        one = pl.read_parquet(tmp_path / "one" / key)
-        assert one.height > 100 and one.equals(pl.read_parquet(tmp_path / "four" / key)), key
-
-    # only one of the two bucket flags: one line, no traceback
-    capsys.readouterr()
-    half = [*args, "--bucket-users", str(tmp_path / "0.users.parquet")]
-    assert main(half) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "give both or neither" in err
+        assert main(bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and message in err, err
 
 
 def _run_outputs(results: Path, keys: list[str]) -> dict[str, object]:
     out = {}
     for key in keys:
         folder = results / "demographics" / key
-        for name in ("users", "posts", "selfid_matches", "selfid_curve", "formula_comparison"):
+        for name in ("users", "selfid_matches", "selfid_curve", "formula_comparison"):
             out[f"{key}/{name}"] = pl.read_parquet(folder / f"{name}.parquet")
+        # D_d: one file, or its parts (one per posts bucket), compared row for row
+        parts = sorted((folder / "posts").glob("*.parquet")) or [folder / "posts.parquet"]
+        posts = pl.read_parquet(parts)
+        out[f"{key}/posts"] = posts.sort(posts.columns)
         for name in ("groupness_report", "threshold"):
             out[f"{key}/{name}"] = json.loads((folder / f"{name}.json").read_text())
         out[f"{key}/health"] = (results / "health" / f"groupness_{key}.json").read_bytes()
+    for name in ("topics/topic_posts.parquet", "topics/topics.parquet"):
+        out[name] = pl.read_parquet(results / name)
+    for name in ("topics/topic_counts.csv", "topics/topic_retrieval.csv"):
+        out[name] = (results / name).read_bytes()
+    export = results / "dataset" / "export"
+    for name in ("quadruplets.parquet", "topic_posts.parquet"):
+        out[f"export/{name}"] = pl.read_parquet(export / name)
+    for name in ("counts_by_topic.csv", "counts_by_category.csv"):
+        out[f"export/{name}"] = (export / name).read_bytes()
     return out
 
 
-def test_snakemake_groupness_and_selfid_with_four_buckets_equal_one(tmp_path, monkeypatch):
+def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_one(
+    tmp_path, monkeypatch
+):
     """The real engine on the generated corpus (synth): group-ness and self-ID of every
-    demographic at ingest.buckets = 4 (a job per demographic and bucket, then the reduce) and
-    at 1: the same users, D_d, reports, matches, curves and thresholds."""
+    demographic at ingest.buckets = 4 (a job per demographic and bucket, the reduce, then jobs
+    per demographic and bucket writing D_d's part and finding its self-ID phrases) and at 1, on to the topic splits and the
+    exported dataset: the same users, D_d (its parts together, row for row), reports, matches,
+    curves, thresholds, topic posts and export."""
     from splits.config.definitions import load_demographics
 
     monkeypatch.setenv("SPLITS_SALT", "a test's salt, real inputs need one")
@@ -192,16 +236,26 @@ def test_snakemake_groupness_and_selfid_with_four_buckets_equal_one(tmp_path, mo
         outdir = f"results-{buckets}"
         config = [f"ingest={{buckets: {buckets}}}", f"outdir={outdir}"]
         targets = [f"{outdir}/demographics/{key}/threshold.json" for key in keys]
+        targets += [f"{outdir}/dataset/export/README.md", f"{outdir}/topics/topic_posts.parquet"]
         proc = run_snakemake(work, *targets, "--config", *config, timeout=1500)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[buckets] = _run_outputs(work / outdir, keys)
     for key in keys:
-        assert len(list((work / "results-4" / "demographics" / key / "buckets").iterdir())) == 8
+        folder = work / "results-4" / "demographics" / key
+        assert len(list((folder / "buckets").iterdir())) == 8
+        assert sorted(p.name for p in (folder / "posts").iterdir()) == [
+            f"{b}.parquet" for b in range(4)
+        ]
+        assert not (folder / "posts.parquet").exists()
         assert (work / "logs" / "groupness_bucket" / key / "3.log").exists()
+        assert (work / "logs" / "groupness_posts" / key / "3.log").exists()
+        assert (work / "logs" / "selfid_bucket" / key / "3.log").exists()
         assert not (work / "results-1" / "demographics" / key / "buckets").exists()
+        assert not (work / "results-1" / "demographics" / key / "posts").exists()
     one, four = runs[1], runs[4]
     assert set(one) == set(four)
     assert sum(one[f"{key}/selfid_matches"].height for key in keys) > 0
+    assert one["export/quadruplets.parquet"].height > 0
     for name, value in one.items():
         if isinstance(value, pl.DataFrame):
             assert value.height > 0 or name.endswith("selfid_matches"), name

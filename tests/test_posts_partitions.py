@@ -275,16 +275,37 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
     commands = [line[len(shell) :] for line in proc.stdout.splitlines() if line.startswith(shell)]
     readers = [c for c in commands if "results/posts/buckets/0.parquet" in c]
     names = {c.split("splits ")[1].split()[0] for c in readers}
-    # group-ness's reduce (for D_d) and the held-out split's threads read the whole dataset, a
-    # graph bucket and a group-ness bucket their own
-    assert {"groupness", "groupness-bucket", "hypotheses", "graph-bucket", "merge-bucket"} <= names
+    # the held-out split's threads read the whole dataset, a graph bucket, a group-ness bucket
+    # and a D_d part their own; group-ness's reduce reads no post
+    assert {"groupness-posts", "groupness-bucket", "hypotheses", "graph-bucket"} <= names
+    assert "merge-bucket" in names and "groupness" not in names
     for command in readers:
-        if "splits groupness " in command or "splits hypotheses" in command:
+        if "splits hypotheses" in command:
             assert f"--posts {buckets}" in command, command
         if "splits graph-bucket" in command:
             assert "--posts results/posts/buckets/0.parquet --bucket 0" in command, command
-        if "splits groupness-bucket" in command:
-            assert "--posts results/posts/buckets/0.parquet --subreddits" in command, command
+        if "splits groupness-bucket" in command or "splits groupness-posts" in command:
+            assert "--posts results/posts/buckets/0.parquet --" in command, command
+    keys = _keys(work)
+    # per demographic and bucket: group-ness, D_d's part and its self-ID phrase search; per
+    # demographic one reduce and one self-ID job (verification, curve, threshold)
+    per_bucket = ("groupness_bucket", "groupness_posts", "selfid_bucket")
+    assert [counts[rule] for rule in per_bucket] == [4 * len(keys)] * 3
+    assert counts["groupness"] == counts["selfid"] == len(keys) > 1
+    (shard,) = [c for c in commands if "splits topic-splits shard" in c]
+    for key in keys:
+        folder = f"results/demographics/{key}"
+        parts = " ".join(f"{folder}/posts/{b}.parquet" for b in range(4))
+        assert parts in shard, shard
+        for b in range(4):
+            (find,) = [
+                c for c in commands if f"selfid find --posts {folder}/posts/{b}.parquet" in c
+            ]
+            assert f"--out {folder}/selfid/{b}.matches.parquet" in find, find
+        (selfid,) = [c for c in commands if f"selfid search --users {folder}/" in c]
+        matches = " ".join(f"{folder}/selfid/{b}.matches.parquet" for b in range(4))
+        assert f"--matches {matches} --demographics" in selfid and "--posts" not in selfid, selfid
+    assert "demographics/black/posts.parquet" not in proc.stdout
 
 
 def _outputs(results: Path) -> dict[str, object]:
@@ -301,7 +322,10 @@ def _outputs(results: Path) -> dict[str, object]:
     for folder in sorted((results / "demographics").iterdir()):
         users = pl.read_parquet(folder / "users.parquet")
         out[f"{folder.name}/users"] = users.sort(users.columns)
-        posts = pl.read_parquet(folder / "posts.parquet")
+        # D_d: one file, or with buckets its parts (one per bucket) read together
+        parts = sorted((folder / "posts").glob("*.parquet")) or [folder / "posts.parquet"]
+        assert len(parts) == (4 if buckets else 1), parts
+        posts = pl.read_parquet(parts)
         out[f"{folder.name}/posts"] = posts.sort(posts.columns)
         out[f"{folder.name}/report"] = json.loads((folder / "groupness_report.json").read_text())
     return out
@@ -322,6 +346,12 @@ def test_snakemake_run_with_four_buckets_equals_one(tmp_path, monkeypatch):
                   f"outdir={outdir}"]  # fmt: skip
         targets = [f"{outdir}/graph/summary.json", f"{outdir}/posts/ingest_report.json"]
         targets += [f"{outdir}/demographics/{key}/groupness_report.json" for key in _keys(work)]
+        if buckets > 1:  # D_d's parts (with one bucket the groupness job writes D_d itself)
+            targets += [
+                f"{outdir}/demographics/{key}/posts/{b}.parquet"
+                for key in _keys(work)
+                for b in range(buckets)
+            ]
         proc = run_snakemake(work, *targets, "--config", *config, timeout=1500)
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[buckets] = _outputs(work / outdir)

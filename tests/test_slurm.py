@@ -308,6 +308,21 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
     bucketed_posts = pl.concat([pl.read_parquet(p) for p in posts_buckets])
     assert bucketed_posts.height == local_posts.height > 0
     assert bucketed_posts.sort("post_id").equals(local_posts.sort("post_id"))
+    # each demographic's D_d as GRAPH_BUCKETS parts (one file locally): together the local D_d,
+    # row for row; the parts' self-ID phrase matches are those of the local matches
+    for d_d in sorted(
+        r for r in local_files if r.endswith("/posts.parquet") and "/demographics/" in r
+    ):
+        folder = d_d.removesuffix("/posts.parquet")
+        parts = [slurm_files.pop(f"{folder}/posts/{b}.parquet") for b in range(GRAPH_BUCKETS)]
+        local = pl.read_parquet(local_files.pop(d_d))
+        assert pl.read_parquet(parts).sort(local.columns).equals(local.sort(local.columns)), d_d
+        found = [
+            slurm_files.pop(f"{folder}/selfid/{b}.matches.parquet") for b in range(GRAPH_BUCKETS)
+        ]
+        keys = ["post_id", "start"]
+        verified = pl.read_parquet(local_files[f"{folder}/selfid_matches.parquet"]).select(keys)
+        assert pl.read_parquet(found).select(keys).sort(keys).equals(verified), folder
     assert slurm_files, "the Slurm run wrote no Parquet files"
     for target in SLURM_TARGETS:
         assert (workdir / target).is_file(), target
@@ -326,8 +341,8 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
 def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
     """The posts and the graph as GRAPH_BUCKETS user buckets (ingest.buckets), each map job a
     Slurm job of its own (a split per ingest file, a merge per bucket and the report; a group-ness
-    job per demographic and bucket; one membership and one co-membership job per bucket, one
-    count job and one reduce), gives the single-machine run's one-job graph, and the dataset
+    job, a D_d part job and a self-ID search job per demographic and bucket; one membership and
+    one co-membership job per bucket, one count job and one reduce), gives the single-machine run's one-job graph, and the dataset
     exported downstream of it is the local export, file for file."""
     submitted = slurm_pipeline.submitted
     ingest_jobs = submitted.count("ingest")
@@ -338,6 +353,8 @@ def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
         ("ingest_report", 1),
         ("merge_posts", 0),
         ("groupness_bucket", GRAPH_BUCKETS * submitted.count("groupness")),
+        ("groupness_posts", GRAPH_BUCKETS * submitted.count("groupness")),
+        ("selfid_bucket", GRAPH_BUCKETS * submitted.count("selfid")),
         ("graph_bucket", GRAPH_BUCKETS),
         ("graph_subreddits", 1),
         ("graph_overlaps", GRAPH_BUCKETS),

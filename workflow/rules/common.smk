@@ -24,7 +24,11 @@ from splits.topics.settings import (
     TopicShardsSettings,
     TopicShardStatsSettings,
 )
-from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.demographics.settings import (
+    GroupnessSettings,
+    SelfidFindSettings,
+    SelfidSettings,
+)
 from splits.sampling.settings import ExportSettings, SampleSettings
 from splits.hypotheses.settings import (
     FightingWordsSettings,
@@ -209,10 +213,7 @@ def graph_input_args(wildcards, input):
 
 def groupness_bucket_inputs(wildcards):
     """ingest.buckets > 1: every posts bucket's seed-user table and subreddit names of the
-    demographic (rule groupness_bucket), which rule groupness reduces; none with one table.
-    """
-    if POSTS_BUCKETS == 1:
-        return {}
+    demographic (rule groupness_bucket), which rule groupness reduces."""
     folder = f"{RESULTS}/demographics/{wildcards.demographic}/buckets"
     return {
         f"bucket_{kind}": [f"{folder}/{b}.{kind}.parquet" for b in range(POSTS_BUCKETS)]
@@ -221,8 +222,6 @@ def groupness_bucket_inputs(wildcards):
 
 
 def groupness_bucket_args(wildcards, input):
-    if POSTS_BUCKETS == 1:
-        return []
     return [
         "--bucket-users", *input.bucket_users,
         "--bucket-subreddits", *input.bucket_subreddits,
@@ -275,9 +274,37 @@ def demographic_users_files():
     return [f"{RESULTS}/demographics/{key}/users.parquet" for key in DEMOGRAPHIC_KEYS]
 
 
+def demographic_posts_of(key):
+    """D_d of one demographic: one file, or with ingest.buckets > 1 one part per posts bucket
+    (rule groupness_posts; readers scan the list)."""
+    if POSTS_BUCKETS == 1:
+        return [f"{RESULTS}/demographics/{key}/posts.parquet"]
+    return [
+        f"{RESULTS}/demographics/{key}/posts/{b}.parquet" for b in range(POSTS_BUCKETS)
+    ]
+
+
+def selfid_inputs(wildcards):
+    """Rule selfid's users table and what it searches: D_d itself, or with ingest.buckets > 1
+    the phrase matches of each of its parts (rule selfid_bucket)."""
+    folder = f"{RESULTS}/demographics/{wildcards.demographic}"
+    users = f"{folder}/users.parquet"
+    if POSTS_BUCKETS == 1:
+        return {"users": users, "posts": demographic_posts_of(wildcards.demographic)}
+    matches = [f"{folder}/selfid/{b}.matches.parquet" for b in range(POSTS_BUCKETS)]
+    return {"users": users, "matches": matches}
+
+
+def selfid_source_args(wildcards, input):
+    if POSTS_BUCKETS == 1:
+        return ["--posts", *input.posts]
+    return ["--matches", *input.matches]
+
+
 def demographic_posts_files():
-    """D_d of every demographic (the topic-splits CLI reads the key from the folder name)."""
-    return [f"{RESULTS}/demographics/{key}/posts.parquet" for key in DEMOGRAPHIC_KEYS]
+    """D_d of every demographic, its parts together (the topic-splits CLI reads the key from
+    the folder names: .../<key>/posts.parquet or .../<key>/posts/<bucket>.parquet)."""
+    return [path for key in DEMOGRAPHIC_KEYS for path in demographic_posts_of(key)]
 
 
 def topic_shard_outputs(pattern):

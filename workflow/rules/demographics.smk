@@ -2,7 +2,10 @@
 # group-ness (rule groupness), self-ID search, verification, curve and threshold (rule selfid);
 # then thresholds.json and the formula comparison over all demographics (rule selfid_summary).
 # With ingest.buckets > 1, rule groupness_bucket counts and scores each posts bucket's seed users,
-# and rule groupness reduces those users tables (D_d still streams every bucket).
+# rule groupness reduces those users tables (no post read), and rule groupness_posts writes each
+# bucket's part of D_d from the reduced users (a user's percentile and the top-user cut are
+# global, so a part needs the whole users table); rule selfid_bucket finds the self-ID phrases
+# in each part, and rule selfid verifies all the parts' matches and makes the curve and threshold.
 
 if POSTS_BUCKETS > 1:
 
@@ -33,48 +36,126 @@ if POSTS_BUCKETS > 1:
             " --demographic {wildcards.demographic:q} --out-users {output.users:q}"
             " --out-subreddits {output.subreddits:q} > {log:q} 2>&1"
 
+    rule groupness:
+        input:
+            unpack(groupness_bucket_inputs),
+            subreddits=f"{RESULTS}/graph/subreddits.parquet",
+            bots=demographics_bots_file(),
+        output:
+            users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
+            report=f"{RESULTS}/demographics/{{demographic}}/groupness_report.json",
+            health=f"{RESULTS}/health/groupness_{{demographic}}.json",
+        log:
+            "logs/groupness/{demographic}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/groupness/{{demographic}}.tsv"
+        conda:
+            "../../envs/demographics.yaml"
+        threads: config["demographics"]["threads"]
+        resources:
+            mem_mb=4096,
+        params:
+            demographics=DEMOGRAPHICS_FILE,
+            demographics_slice=lambda w: demographics_slice(
+                "seed_subreddits", demographic=w.demographic
+            ),
+            settings=settings_json(config, GroupnessSettings),
+            bots=lambda wildcards, input: ["--bots", *input.bots] if input.bots else [],
+            buckets=groupness_bucket_args,
+        shell:
+            "POLARS_MAX_THREADS={threads} splits groupness"
+            " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
+            " --demographic {wildcards.demographic:q} {params.bots:q}"
+            " --out-users {output.users:q} --out-report {output.report:q}"
+            " --health {output.health:q} --settings {params.settings:q}"
+            " {params.buckets:q} > {log:q} 2>&1"
 
-rule groupness:
-    input:
-        unpack(groupness_bucket_inputs),
-        posts=posts_files(),
-        subreddits=f"{RESULTS}/graph/subreddits.parquet",
-        bots=demographics_bots_file(),
-    output:
-        users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
-        posts=f"{RESULTS}/demographics/{{demographic}}/posts.parquet",
-        report=f"{RESULTS}/demographics/{{demographic}}/groupness_report.json",
-        health=f"{RESULTS}/health/groupness_{{demographic}}.json",
-    log:
-        "logs/groupness/{demographic}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/groupness/{{demographic}}.tsv"
-    conda:
-        "../../envs/demographics.yaml"
-    threads: config["demographics"]["threads"]
-    resources:
-        mem_mb=4096,
-    params:
-        demographics=DEMOGRAPHICS_FILE,
-        demographics_slice=lambda w: demographics_slice(
-            "seed_subreddits", demographic=w.demographic
-        ),
-        settings=settings_json(config, GroupnessSettings),
-        bots=lambda wildcards, input: ["--bots", *input.bots] if input.bots else [],
-        buckets=groupness_bucket_args,
-    shell:
-        "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts:q}"
-        " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
-        " --demographic {wildcards.demographic:q} {params.bots:q}"
-        " --out-users {output.users:q} --out-posts {output.posts:q}"
-        " --out-report {output.report:q} --health {output.health:q}"
-        " --settings {params.settings:q} {params.buckets:q} > {log:q} 2>&1"
+    rule groupness_posts:
+        input:
+            posts=f"{RESULTS}/posts/buckets/{{bucket}}.parquet",
+            users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
+            subreddits=f"{RESULTS}/graph/subreddits.parquet",
+        output:
+            posts=f"{RESULTS}/demographics/{{demographic}}/posts/{{bucket}}.parquet",
+        log:
+            "logs/groupness_posts/{demographic}/{bucket}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/groupness_posts/{{demographic}}/{{bucket}}.tsv"
+        conda:
+            "../../envs/demographics.yaml"
+        threads: config["demographics"]["threads"]
+        resources:
+            mem_mb=4096,
+        shell:
+            "POLARS_MAX_THREADS={threads} splits groupness-posts --posts {input.posts:q}"
+            " --users {input.users:q} --subreddits {input.subreddits:q}"
+            " --out {output.posts:q} > {log:q} 2>&1"
+
+    rule selfid_bucket:
+        input:
+            posts=f"{RESULTS}/demographics/{{demographic}}/posts/{{bucket}}.parquet",
+        output:
+            matches=f"{RESULTS}/demographics/{{demographic}}/selfid/{{bucket}}.matches.parquet",
+        log:
+            "logs/selfid_bucket/{demographic}/{bucket}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/selfid_bucket/{{demographic}}/{{bucket}}.tsv"
+        conda:
+            "../../envs/demographics.yaml"
+        threads: config["demographics"]["threads"]
+        resources:
+            mem_mb=4096,
+        params:
+            demographics=DEMOGRAPHICS_FILE,
+            demographics_slice=lambda w: demographics_slice(
+                "self_id_phrases", "anti_self_id_phrases", demographic=w.demographic
+            ),
+            settings=settings_json(config, SelfidFindSettings),
+        shell:
+            "POLARS_MAX_THREADS={threads} splits selfid find --posts {input.posts:q}"
+            " --demographics {params.demographics:q} --demographic {wildcards.demographic:q}"
+            " --out {output.matches:q} --settings {params.settings:q} > {log:q} 2>&1"
+
+else:
+
+    rule groupness:
+        input:
+            posts=posts_files(),
+            subreddits=f"{RESULTS}/graph/subreddits.parquet",
+            bots=demographics_bots_file(),
+        output:
+            users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
+            posts=f"{RESULTS}/demographics/{{demographic}}/posts.parquet",
+            report=f"{RESULTS}/demographics/{{demographic}}/groupness_report.json",
+            health=f"{RESULTS}/health/groupness_{{demographic}}.json",
+        log:
+            "logs/groupness/{demographic}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/groupness/{{demographic}}.tsv"
+        conda:
+            "../../envs/demographics.yaml"
+        threads: config["demographics"]["threads"]
+        resources:
+            mem_mb=4096,
+        params:
+            demographics=DEMOGRAPHICS_FILE,
+            demographics_slice=lambda w: demographics_slice(
+                "seed_subreddits", demographic=w.demographic
+            ),
+            settings=settings_json(config, GroupnessSettings),
+            bots=lambda wildcards, input: ["--bots", *input.bots] if input.bots else [],
+        shell:
+            "POLARS_MAX_THREADS={threads} splits groupness --posts {input.posts:q}"
+            " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
+            " --demographic {wildcards.demographic:q} {params.bots:q}"
+            " --out-users {output.users:q} --out-posts {output.posts:q}"
+            " --out-report {output.report:q} --health {output.health:q}"
+            " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule selfid:
     input:
-        users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
-        posts=f"{RESULTS}/demographics/{{demographic}}/posts.parquet",
+        unpack(selfid_inputs),
         prompt=selfid_verifier_inputs(),
     output:
         matches=f"{RESULTS}/demographics/{{demographic}}/selfid_matches.parquet",
@@ -107,11 +188,12 @@ rule selfid:
             demographic=w.demographic,
         ),
         settings=settings_json(config, SelfidSettings),
+        source=selfid_source_args,
         verifier_args=selfid_verifier_args(config),
         llm_cache=f"{RESULTS}/llm_cache/selfid_{{demographic}}.sqlite",
     shell:
         "POLARS_MAX_THREADS={threads} splits selfid search --users {input.users:q}"
-        " --posts {input.posts:q} --demographics {params.demographics:q}"
+        " {params.source:q} --demographics {params.demographics:q}"
         " --demographic {wildcards.demographic:q} {params.verifier_args:q}"
         " --llm-cache {params.llm_cache:q} --out-matches {output.matches:q}"
         " --out-curve {output.curve:q} --out-threshold {output.threshold:q}"

@@ -78,6 +78,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.demographics.cli",
         "one posts bucket's seed users of a demographic: counts and group-ness scores",
     ),
+    "groupness-posts": (
+        "splits.demographics.cli",
+        "one posts bucket's part of a demographic's posts D_d (after group-ness's reduce)",
+    ),
     "selfid": (
         "splits.demographics.cli",
         "self-ID phrase search, verification, curves and thresholds",

@@ -29,13 +29,16 @@ from splits.demographics.groupness import (
 )
 from splits.demographics.selfid import (
     OPT_IN_KEY,
+    check_settings,
     comparison_markdown,
     plot_curve,
-    selfid_search,
+    search_matches,
+    selfid_from_matches,
+    sort_matches,
     summarise,
     support_findings,
 )
-from splits.demographics.settings import GroupnessSettings, SelfidSettings
+from splits.demographics.settings import GroupnessSettings, SelfidFindSettings, SelfidSettings
 from splits.errors import ConfigError
 from splits.health import log_findings, write_findings
 from splits.io import scan_posts, write_json, write_parquet, write_text
@@ -54,13 +57,19 @@ def _add_demographic_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_groupness(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--posts", nargs="+", required=True, help="cleaned posts Parquet files")
+    parser.add_argument(
+        "--posts", nargs="+", help="cleaned posts Parquet files (not with --bucket-users)"
+    )
     _add_demographic_arguments(parser)
     parser.add_argument("--bots", default=None, help="known-bot list (one name per line)")
     parser.add_argument(
         "--out-users", required=True, help="users with their group-ness and percentile (Parquet)"
     )
-    parser.add_argument("--out-posts", required=True, help="the demographic's posts D_d (Parquet)")
+    parser.add_argument(
+        "--out-posts",
+        help="the demographic's posts D_d (Parquet; with --posts; with --bucket-users each"
+        " bucket's part is written by splits groupness-posts)",
+    )
     parser.add_argument(
         "--out-report", required=True, help="counts of kept and dropped users and posts (JSON)"
     )
@@ -69,7 +78,7 @@ def configure_groupness(parser: argparse.ArgumentParser) -> None:
         "--bucket-users",
         nargs="+",
         help="ingest.buckets > 1: every posts bucket's seed-user table (splits groupness-bucket);"
-        " the users come from these, --posts is read only for D_d",
+        " the users come from these and no post is read",
     )
     parser.add_argument(
         "--bucket-subreddits",
@@ -86,22 +95,40 @@ def _existing(flag: str, paths: list[str]) -> list[str]:
     return list(paths)
 
 
-def run_groupness(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args, GroupnessSettings)
-    demographic = find_demographic(args.demographics, args.demographic)
-    posts = scan_posts(_existing("--posts", args.posts))
-    kept = kept_subreddits(args.subreddits)
-    bots = read_bots(args.bots)
+def _check_groupness_inputs(args: argparse.Namespace) -> None:
     if bool(args.bucket_users) != bool(args.bucket_subreddits):
         raise ConfigError("--bucket-users and --bucket-subreddits: give both or neither")
+    if args.bucket_users:
+        if args.posts or args.out_posts:
+            raise ConfigError(
+                "--posts/--out-posts: not with --bucket-users (each bucket's part of D_d is"
+                " written by splits groupness-posts)"
+            )
+    elif not (args.posts and args.out_posts):
+        raise ConfigError("--posts and --out-posts: required without --bucket-users")
+
+
+def run_groupness(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, GroupnessSettings)
+    _check_groupness_inputs(args)
+    demographic = find_demographic(args.demographics, args.demographic)
+    kept = kept_subreddits(args.subreddits)
+    bots = read_bots(args.bots)
     if args.bucket_users:
         users_files = _existing("--bucket-users", args.bucket_users)
         names_files = _existing("--bucket-subreddits", args.bucket_subreddits)
         result = merge_bucket_users(users_files, names_files, kept, demographic, bots, settings)
+        write_parquet(result.users, args.out_users)
+        # D_d is every post of the users in the kept subreddits, and n_posts counts exactly
+        # those: its size without reading a post (the parts come from splits groupness-posts)
+        n_posts = int(result.users["n_posts"].sum())
     else:
+        posts = scan_posts(_existing("--posts", args.posts))
         result = build_users(posts, kept, demographic, bots, settings)
-    write_parquet(result.users, args.out_users)
-    n_posts = write_demographic_posts(demographic_posts(posts, result.users, kept), args.out_posts)
+        write_parquet(result.users, args.out_users)
+        n_posts = write_demographic_posts(
+            demographic_posts(posts, result.users, kept), args.out_posts
+        )
     result.report["posts"] = int(n_posts)
     write_json(result.report, args.out_report)
     if args.health:
@@ -138,6 +165,34 @@ def run_groupness_bucket(args: argparse.Namespace) -> int:
     return 0
 
 
+def configure_groupness_posts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--posts", required=True, help="one posts bucket by author (Parquet)")
+    parser.add_argument(
+        "--users", required=True, help="the demographic's users table (splits groupness)"
+    )
+    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
+    parser.add_argument(
+        "--out", required=True, help="the bucket's part of D_d, sorted by post id (Parquet)"
+    )
+
+
+def run_groupness_posts(args: argparse.Namespace) -> int:
+    posts = scan_posts(_existing("--posts", [args.posts]))
+    (users_file,) = _existing("--users", [args.users])
+    columns = ["author", "groupness", "percentile"]
+    missing = sorted(set(columns) - set(pl.read_parquet_schema(users_file)))
+    if missing:
+        raise ConfigError(
+            f"--users: {users_file} has no column {', '.join(missing)} (the users table that"
+            " splits groupness writes)"
+        )
+    users = pl.read_parquet(users_file, columns=columns)
+    kept = kept_subreddits(args.subreddits)
+    n_posts = write_demographic_posts(demographic_posts(posts, users, kept), args.out)
+    log.info("%d posts of D_d in %s", n_posts, args.posts)
+    return 0
+
+
 # --------------------------------------------------------------------------- splits selfid
 
 
@@ -145,7 +200,17 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     search = sub.add_parser("search", help="phrase search, verification, curve and threshold")
     search.add_argument("--users", required=True, help="results/demographics/<d>/users.parquet")
-    search.add_argument("--posts", required=True, help="results/demographics/<d>/posts.parquet")
+    source = search.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--posts",
+        nargs="+",
+        help="D_d: results/demographics/<d>/posts.parquet, or its parts posts/<bucket>.parquet",
+    )
+    source.add_argument(
+        "--matches",
+        nargs="+",
+        help="ingest.buckets > 1: the phrase matches of every part of D_d (splits selfid find)",
+    )
     search.add_argument("--demographics", required=True, help="demographics file")
     search.add_argument("--demographic", required=True, help="demographic key (demographics file)")
     search.add_argument(
@@ -164,6 +229,12 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     )
     search.add_argument("--out-plot", required=True, help="self-ID curve plot (PNG)")
     add_settings_arguments(search)
+    find = sub.add_parser("find", help="the phrase matches of one part of D_d (unverified)")
+    find.add_argument("--posts", required=True, help="one part of D_d (posts/<bucket>.parquet)")
+    find.add_argument("--demographics", required=True, help="demographics file")
+    find.add_argument("--demographic", required=True, help="demographic key (demographics file)")
+    find.add_argument("--out", required=True, help="the part's phrase matches (Parquet)")
+    add_settings_arguments(find)
     summary = sub.add_parser("summary", help="thresholds.json and the formula comparison table")
     summary.add_argument(
         "--thresholds", nargs="+", required=True, help="per-demographic threshold files (JSON)"
@@ -210,16 +281,19 @@ def _verifier_model(args: argparse.Namespace):
 def _run_search(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, SelfidSettings)
     demographic = find_demographic(args.demographics, args.demographic)
-    for flag, path in (("--users", args.users), ("--posts", args.posts)):
-        if not Path(path).exists():
-            raise ConfigError(f"{flag}: {path} does not exist")
-    users = pl.read_parquet(args.users)
-    posts = pl.scan_parquet(args.posts)
+    check_settings(settings)
+    (users_file,) = _existing("--users", [args.users])
+    users = pl.read_parquet(users_file)
+    if args.posts:
+        posts = pl.scan_parquet(_existing("--posts", args.posts))
+        matches = search_matches(posts, demographic, SelfidFindSettings(settings.context_chars))
+    else:
+        matches = sort_matches(pl.read_parquet(_existing("--matches", args.matches)))
     model = template = None
     if settings.verifier == "llm":
         model, template = _verifier_model(args)
     try:
-        result = selfid_search(users, posts, demographic, settings, model, template)
+        result = selfid_from_matches(users, matches, demographic, settings, model, template)
     finally:
         if model is not None:
             model.close()
@@ -255,6 +329,16 @@ def _run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_find(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args, SelfidFindSettings)
+    demographic = find_demographic(args.demographics, args.demographic)
+    posts = pl.scan_parquet(_existing("--posts", [args.posts]))
+    matches = search_matches(posts, demographic, settings)
+    write_parquet(matches, args.out)
+    log.info("%s: %d phrase matches in %s", demographic.key, matches.height, args.posts)
+    return 0
+
+
 def _run_summary(args: argparse.Namespace) -> int:
     thresholds, comparison = summarise(args.thresholds, args.comparisons)
     if args.health:
@@ -271,6 +355,8 @@ def _run_summary(args: argparse.Namespace) -> int:
 def run_selfid(args: argparse.Namespace) -> int:
     if args.action == "search":
         return _run_search(args)
+    if args.action == "find":
+        return _run_find(args)
     return _run_summary(args)
 
 
@@ -278,5 +364,6 @@ def run_selfid(args: argparse.Namespace) -> int:
 SUBCOMMANDS = {
     "groupness": (configure_groupness, run_groupness),
     "groupness-bucket": (configure_groupness_bucket, run_groupness_bucket),
+    "groupness-posts": (configure_groupness_posts, run_groupness_posts),
     "selfid": (configure_selfid, run_selfid),
 }

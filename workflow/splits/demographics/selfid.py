@@ -46,6 +46,10 @@ the plot, the stage's functions), ``cli`` (the ``splits selfid`` command).
 
 ``splits selfid summary`` gathers the per-demographic thresholds into ``thresholds.json`` and the
 comparisons into one CSV and one Markdown table.
+
+With ``ingest.buckets`` > 1, D_d comes in parts (one per posts bucket): ``splits selfid find``
+runs step 1 on one part, and ``splits selfid search --matches`` runs steps 2-5 on all the parts'
+matches, put in (post id, offset) order, as the search over the one D_d orders them.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ from splits.demographics.curves import (
 )
 from splits.demographics.groupness import FORMULAS, groupness_column
 from splits.demographics.phrases import PhraseSet, find_phrases
-from splits.demographics.settings import SelfidSettings
+from splits.demographics.settings import SelfidFindSettings, SelfidSettings
 from splits.demographics.verify import VERIFIERS, verify_llm, verify_rules
 from splits.errors import ConfigError
 from splits.health import Finding
@@ -285,6 +289,27 @@ def _support(key: str, per_user: pl.DataFrame, bins: int, threshold: dict) -> di
     return support
 
 
+def _check_context(context_chars: int) -> None:
+    if context_chars < 0:
+        raise ConfigError("demographics.context_chars: must be >= 0")
+
+
+def search_matches(
+    posts: pl.LazyFrame, demographic: Demographic, settings: SelfidFindSettings
+) -> pl.DataFrame:
+    """Step 1 of the module docstring: every phrase match of the demographic in ``posts``, in
+    (post id, offset) order whatever the order of the posts (D_d's parts come bucket by
+    bucket, and the matches of the parts searched one by one are concatenated)."""
+    _check_context(settings.context_chars)
+    phrases = PhraseSet.from_demographic(demographic)
+    return sort_matches(find_phrases(posts, phrases, settings.context_chars))
+
+
+def sort_matches(matches: pl.DataFrame) -> pl.DataFrame:
+    """Matches in (post id, offset) order, ties kept in their order."""
+    return matches.sort("post_id", "start", maintain_order=True)
+
+
 def selfid_search(
     users: pl.DataFrame,
     posts: pl.LazyFrame,
@@ -295,13 +320,35 @@ def selfid_search(
 ) -> SearchResult:
     """Steps 1-5 of the module docstring for one demographic (``model`` and ``template``: the
     LLM verifier's, with ``settings.verifier`` llm)."""
-    verifier, bins = settings.verifier, settings.bins
-    if settings.context_chars < 0:
-        raise ConfigError("demographics.context_chars: must be >= 0")
+    check_settings(settings)
+    find = SelfidFindSettings(context_chars=settings.context_chars)
+    matches = search_matches(posts, demographic, find)
+    return selfid_from_matches(users, matches, demographic, settings, model, template)
+
+
+def _check_bins(bins: int) -> None:
     if not 2 <= bins <= 100:
         raise ConfigError("demographics.bins: must be in [2, 100]")
-    phrases = PhraseSet.from_demographic(demographic)
-    matches = find_phrases(posts, phrases, settings.context_chars)
+
+
+def check_settings(settings: SelfidSettings) -> None:
+    """The settings' bounds, checked before the search reads any post."""
+    _check_context(settings.context_chars)
+    _check_bins(settings.bins)
+
+
+def selfid_from_matches(
+    users: pl.DataFrame,
+    matches: pl.DataFrame,
+    demographic: Demographic,
+    settings: SelfidSettings,
+    model=None,
+    template: str | None = None,
+) -> SearchResult:
+    """Steps 2-5 of the module docstring from the phrase matches of step 1
+    (:func:`search_matches`, in its order)."""
+    verifier, bins = settings.verifier, settings.bins
+    _check_bins(bins)
     undetected = 0
     if verifier == "rules":
         matches = verify_rules(matches)

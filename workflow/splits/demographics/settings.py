@@ -27,3 +27,12 @@ class SelfidSettings:
     context_chars: int
     bins: int
     accept_unsupported_thresholds: bool
+
+
+@dataclass(frozen=True)
+class SelfidFindSettings:
+    """Rule ``selfid_bucket`` (ingest.buckets > 1): the phrase search of one part of D_d; rule
+    ``selfid`` then verifies the parts' matches and makes the curve and threshold."""
+
+    SECTION: ClassVar[str] = "demographics"
+    context_chars: int

@@ -55,16 +55,21 @@ from splits.topics.statistics import (
 log = logging.getLogger(__name__)
 
 
-def parse_key_paths(values: Sequence[str]) -> dict[str, str]:
-    """``key=path`` pairs, or paths ``.../<key>/posts.parquet`` (the key is the folder name)."""
-    out = {}
+def parse_key_paths(values: Sequence[str]) -> dict[str, list[str]]:
+    """Each demographic's D_d files from ``key=path`` pairs or paths: ``.../<key>/posts.parquet``,
+    or the parts ``.../<key>/posts/<bucket>.parquet`` of ingest.buckets > 1 (the key is the
+    folder's name). A key given with several paths has them all as its parts."""
+    out: dict[str, list[str]] = {}
     for value in values:
         key, sep, path = value.partition("=")
         if not sep:
-            path, key = value, Path(value).parent.name
-        if key in out:
-            raise ConfigError(f"--demographic-posts: demographic {key!r} given twice")
-        out[key] = path
+            where = Path(value)
+            path = value
+            part = where.name != "posts.parquet" and where.parent.name == "posts"
+            key = (where.parent.parent if part else where.parent).name
+        if path in out.get(key, []):
+            raise ConfigError(f"--demographic-posts: {path} of demographic {key!r} given twice")
+        out.setdefault(key, []).append(path)
     return out
 
 
@@ -97,7 +102,10 @@ def write_outputs(result: TopicSplitResult, topics, demographics, args: argparse
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
-    posts_help = "D_d posts files (results/demographics/<d>/posts.parquet), sorted by post_id"
+    posts_help = (
+        "D_d posts files (results/demographics/<d>/posts.parquet or its parts"
+        " <d>/posts/<bucket>.parquet), each sorted by post_id"
+    )
     shard = sub.add_parser("shard", help="union of the D_d above threshold, cut into shards")
     shard.add_argument(
         "--demographic-posts", nargs="+", required=True, metavar="[KEY=]FILE", help=posts_help

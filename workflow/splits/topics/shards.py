@@ -132,8 +132,15 @@ def _union_rows(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _parts(files: str | Path | Sequence[str | Path]) -> list[Path]:
+    """One demographic's D_d: one file, or its parts (ingest.buckets > 1)."""
+    if isinstance(files, str | Path):
+        return [Path(files)]
+    return [Path(f) for f in files]
+
+
 def iter_union(
-    posts_files: dict[str, str | Path],
+    posts_files: dict[str, str | Path | Sequence[str | Path]],
     thresholds: dict[str, float],
     batch_rows: int = READ_BATCH_ROWS,
     exclude: dict[str, Sequence[str]] | None = None,
@@ -141,8 +148,10 @@ def iter_union(
     """The union of the demographics' posts at or above their thresholds: one row per post, in
     post-id order, with the sorted list of demographics holding it, as consecutive frames.
 
-    A k-way merge of the demographics' files, each read ``batch_rows`` rows at a time: every
-    round takes from each file the rows up to the smallest last id among the files that may
+    A k-way merge of the demographics' files (a demographic's D_d is one file, or one part per
+    posts bucket, each sorted by post id: every part is a stream of the merge, read
+    ``batch_rows`` / parts rows at a time so that memory does not grow with the parts): every
+    round takes from each stream the rows up to the smallest last id among the streams that may
     still hold more, so memory holds a few batches whatever the corpus size. ``exclude``: per
     demographic, subreddits whose posts are left out of its rows (its own seed subreddits with
     ``topics.seed_subreddit_posts: exclude``; names compared case-insensitively)."""
@@ -153,11 +162,12 @@ def iter_union(
         value = thresholds[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"thresholds: threshold of {key!r} is not a number ({value!r})")
-        streams.append(
-            _SortedPosts(
-                key, Path(posts_files[key]), value, batch_rows, (exclude or {}).get(key, ())
-            )
-        )
+        parts = _parts(posts_files[key])
+        part_rows = max(1, -(-batch_rows // len(parts)))
+        streams += [
+            _SortedPosts(key, path, value, part_rows, (exclude or {}).get(key, ()))
+            for path in parts
+        ]
     if not streams:
         raise ConfigError("topic splits: no demographic posts given")
     while True:
@@ -169,25 +179,27 @@ def iter_union(
         open_ends = [s.buffer.get_column("post_id")[-1] for s in live if not s.exhausted]
         bound = min(open_ends) if open_ends else None
         yield _union_rows(pl.concat([s.take(bound) for s in live]))
-    for stream in streams:
-        if stream.kept:
-            log.info(
-                "%s: %d posts at or above the threshold %s",
-                stream.key,
-                stream.kept,
-                stream.threshold,
-            )
+    _log_union(streams)
+
+
+def _log_union(streams: list[_SortedPosts]) -> None:
+    """Per demographic, over its parts: the posts kept, repeated ids dropped, posts excluded."""
+    for key in sorted({s.key for s in streams}):
+        mine = [s for s in streams if s.key == key]
+        threshold = mine[0].threshold
+        kept, repeated = sum(s.kept for s in mine), sum(s.repeated for s in mine)
+        excluded = sum(s.excluded for s in mine)
+        if kept:
+            log.info("%s: %d posts at or above the threshold %s", key, kept, threshold)
         else:
-            log.warning(
-                "%s: no posts of users at or above the threshold %s", stream.key, stream.threshold
-            )
-        if stream.repeated:
-            log.warning("%s: %d repeated post ids dropped", stream.key, stream.repeated)
-        if stream.excluded:
+            log.warning("%s: no posts of users at or above the threshold %s", key, threshold)
+        if repeated:
+            log.warning("%s: %d repeated post ids dropped", key, repeated)
+        if excluded:
             log.info(
                 "%s: %d posts in its own seed subreddits left out (topics.seed_subreddit_posts)",
-                stream.key,
-                stream.excluded,
+                key,
+                excluded,
             )
 
 
