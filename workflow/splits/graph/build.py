@@ -120,31 +120,28 @@ def rank_subreddits(counts: pl.DataFrame, top_n: int, min_posts: int) -> pl.Data
 
 
 def build_incidence(members: Memberships, subreddits: pl.DataFrame) -> Incidence:
-    """Incidence matrix over the kept subreddits; rows are the users with a kept membership."""
+    """Incidence matrix over the kept subreddits; rows are the users with a kept membership.
+
+    The memberships are already CSR rows (codes ascending within a user), so the matrix is
+    theirs with the dropped subreddits' entries cut out and the empty rows removed."""
     kept_names = set(subreddits.filter("kept")["subreddit"].to_list())
     kept_mask = np.array([name in kept_names for name in members.names], dtype=bool)
     new_code = np.full(len(members.names), -1, dtype=np.int64)
     new_code[kept_mask] = np.arange(int(kept_mask.sum()))  # names are sorted: so are kept ones
-    codes = new_code[members.user_codes]
-    keep = codes >= 0
-    n_all = len(members.user_indptr) - 1
-    users = np.repeat(np.arange(n_all, dtype=np.int64), np.diff(members.user_indptr))[keep]
-    codes = codes[keep]
-    degrees = np.bincount(users, minlength=n_all)
-    degrees = degrees[degrees > 0]
-    indptr = np.zeros(len(degrees) + 1, dtype=np.int64)
-    np.cumsum(degrees, out=indptr[1:])
-    del users
     names = members.names[kept_mask]
-    index_dtype = np.int32 if len(codes) < np.iinfo(np.int32).max else np.int64
-    by_user = sp.csr_matrix(
-        (
-            np.ones(len(codes), dtype=np.int32),
-            codes.astype(index_dtype),
-            indptr.astype(index_dtype),
-        ),
-        shape=(len(degrees), len(names)),
+    n_kept = (
+        len(members.user_codes) if kept_mask.all() else int(kept_mask[members.user_codes].sum())
     )
+    index_dtype = np.int32 if n_kept < np.iinfo(np.int32).max else np.int64
+    codes = np.empty(n_kept, dtype=index_dtype)
+    indptr = np.zeros(len(members.user_indptr), dtype=index_dtype)
+    rows = _kept_rows(members.user_indptr, members.user_codes, new_code, codes, indptr)
+    indptr = indptr[: rows + 1].copy()
+    by_user = sp.csr_matrix(
+        (np.ones(len(codes), dtype=np.int32), codes, indptr),
+        shape=(len(indptr) - 1, len(names)),
+    )
+    by_user.has_sorted_indices = True
     by_subreddit = by_user.T.tocsr()
     return Incidence(
         names=names,
@@ -152,6 +149,26 @@ def build_incidence(members: Memberships, subreddits: pl.DataFrame) -> Incidence
         by_user=by_user,
         by_subreddit=by_subreddit,
     )
+
+
+@numba.njit(nogil=True, cache=True)
+def _kept_rows(user_indptr, user_codes, new_code, codes, indptr):
+    """Fills CSR ``codes`` and ``indptr`` (its rows) with the memberships renumbered by
+    ``new_code``, those mapped to -1 dropped, and the users left without any membership dropped
+    too; returns the number of rows."""
+    n = 0
+    rows = 0
+    for u in range(user_indptr.shape[0] - 1):
+        first = n
+        for p in range(user_indptr[u], user_indptr[u + 1]):
+            code = new_code[user_codes[p]]
+            if code >= 0:
+                codes[n] = code
+                n += 1
+        if n > first:
+            rows += 1
+            indptr[rows] = n
+    return rows
 
 
 # --------------------------------------------------------------------------- top-K
