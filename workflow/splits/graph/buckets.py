@@ -35,8 +35,6 @@ from splits.graph.build import (
     BlockNeighbours,
     GraphResult,
     Memberships,
-    _offer,
-    _sift_down,
     block_ranges,
     build_incidence,
     check_settings,
@@ -47,6 +45,7 @@ from splits.graph.build import (
     selected_neighbours,
 )
 from splits.graph.settings import GraphSettings, GraphTopSettings
+from splits.graph.topk import _offer, _sift_down
 from splits.ingest.partition import bucket_of
 from splits.io import ParquetAppender, read_json, write_json, write_parquet
 
@@ -238,7 +237,7 @@ def _sum_by_row(rows, cols, counts, n_rows, n_cols):
 @numba.njit(nogil=True, cache=True)
 def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap, out_count):
     """Top-k of every row of a CSR block of overlap counts (rows start, start + 1, ...), both
-    measures: the keys, heap and tie rule of build._fused_top_k, given the overlaps."""
+    measures: the keys, heap and tie rule of splits.graph.topk, given the overlaps."""
     heap_keys = np.empty(k, dtype=np.float64)
     heap_cols = np.empty(k, dtype=np.int64)
     heap_overlaps = np.empty(k, dtype=np.int64)

@@ -64,8 +64,7 @@ def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) ->
         known = raw_names.count
         raw = raw_names.number(batch["s1"].to_numpy(), batch["s2"].to_numpy())
         if raw_names.count > known:  # names first seen in this batch: read them once
-            new = np.flatnonzero(raw >= known)
-            first = new[np.unique(raw[new], return_index=True)[1]]  # in code order
+            first = _first_rows(raw, known, raw_names.count)  # in code order
             lower.add(batch["subreddit"].gather(first).str.to_lowercase().to_list())
         raw_posts = _add_counts(raw_posts, raw, raw_names.count)
         user = users.number(batch["h1"].to_numpy(), batch["h2"].to_numpy())
@@ -150,6 +149,17 @@ class _PairSet:
         merged = merged[:n].copy() if n < len(merged) else merged
         self.parts, self.pending, self.kept = [merged], 0, len(merged)
         return merged
+
+
+@numba.njit(nogil=True, cache=True)
+def _first_rows(codes, first_code, stop_code):
+    """For codes first_code .. stop_code - 1, the row of its first occurrence in ``codes``."""
+    rows = np.full(stop_code - first_code, -1, dtype=np.int64)
+    for i in range(codes.shape[0]):
+        c = codes[i] - first_code
+        if c >= 0 and rows[c] < 0:
+            rows[c] = i
+    return rows
 
 
 @numba.njit(nogil=True, cache=True)
