@@ -45,7 +45,7 @@ from splits.graph.build import (
     selected_neighbours,
 )
 from splits.graph.settings import GraphSettings, GraphTopSettings
-from splits.graph.topk import _offer, _sift_down
+from splits.graph.topk import _pop_sorted, _push, _ranking_key, _sift_down
 from splits.ingest.partition import bucket_of
 from splits.io import ParquetAppender, read_json, write_json, write_parquet
 
@@ -247,21 +247,22 @@ def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap,
             n = 0
             for p in range(indptr[r], indptr[r + 1]):
                 col = cols[p]
-                n = _offer(
-                    heap_keys, heap_cols, heap_overlaps, n, k,
-                    float(counts[p]), size_row, float(sizes[col]), col, measure,
-                )  # fmt: skip
+                key = _ranking_key(float(counts[p]), size_row, float(sizes[col]), measure)
+                # below a full heap's worst key: turned down here, without a call
+                if n < k or key >= heap_keys[0]:
+                    n = _push(heap_keys, heap_cols, heap_overlaps, n, k, key, col, counts[p])
             if n < k:
                 for i in range(n // 2 - 1, -1, -1):
                     _sift_down(heap_keys, heap_cols, heap_overlaps, n, i)
             out_count[measure, r] = n
-            for last in range(n - 1, -1, -1):  # pop the worst to the back: the best ends first
-                out_cols[measure, r, last] = heap_cols[0]
-                out_overlap[measure, r, last] = heap_overlaps[0]
-                heap_keys[0] = heap_keys[last]
-                heap_cols[0] = heap_cols[last]
-                heap_overlaps[0] = heap_overlaps[last]
-                _sift_down(heap_keys, heap_cols, heap_overlaps, last, 0)
+            _pop_sorted(
+                heap_keys,
+                heap_cols,
+                heap_overlaps,
+                n,
+                out_cols[measure, r],
+                out_overlap[measure, r],
+            )
 
 
 def block_top_k_from_overlaps(

@@ -39,7 +39,7 @@ from splits.graph.memberships import (  # noqa: F401 (re-exported: the stage's o
     memberships,
 )
 from splits.graph.settings import GraphSettings
-from splits.graph.topk import _offer, _sift_down, top_k  # noqa: F401 (re-exported)
+from splits.graph.topk import top_k
 
 log = logging.getLogger(__name__)
 

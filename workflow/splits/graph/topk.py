@@ -56,6 +56,8 @@ def _sift_down(keys: np.ndarray, cols: np.ndarray, overlaps: np.ndarray, n: int,
 
 @numba.njit(nogil=True, cache=True)
 def _ranking_key(o, size_row, size_col, measure):
+    """The key a pair is ranked by under ``measure`` (0: Jaccard, 1: cosine). The one-job graph
+    and the buckets' reduce both rank by it, so their ties and scores cannot drift apart."""
     if measure == 0:
         return o / (size_row + size_col - o)
     return (o * o) / (size_row * size_col)
@@ -79,15 +81,6 @@ def _push(heap_keys, heap_cols, heap_overlaps, n, k, key, col, o):
         heap_overlaps[0] = o
         _sift_down(heap_keys, heap_cols, heap_overlaps, k, 0)
     return n
-
-
-@numba.njit(nogil=True, cache=True)
-def _offer(heap_keys, heap_cols, heap_overlaps, n, k, o, size_row, size_col, col, measure):
-    """Offer column ``col`` (co-membership ``o``) to a row's top-k heap under ``measure`` (0:
-    Jaccard, 1: cosine); returns the heap's new size. The one-job graph and the buckets' reduce
-    both rank by these keys, so their ties and scores cannot drift apart."""
-    key = _ranking_key(o, size_row, size_col, measure)
-    return _push(heap_keys, heap_cols, heap_overlaps, n, k, key, col, o)
 
 
 @numba.njit(nogil=True, cache=True)
