@@ -66,9 +66,12 @@ def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) ->
         if raw_names.count > known:  # names first seen in this batch: read them once
             first = _first_rows(raw, known, raw_names.count)  # in code order
             lower.add(batch["subreddit"].gather(first).str.to_lowercase().to_list())
-        raw_posts = _add_counts(raw_posts, raw, raw_names.count)
+        if len(raw_posts) < raw_names.count:
+            raw_posts = np.concatenate(
+                [raw_posts, np.zeros(raw_names.count - len(raw_posts), dtype=np.int64)]
+            )
         user = users.number(batch["h1"].to_numpy(), batch["h2"].to_numpy())
-        pairs.add((user << _CODE_BITS) | lower.code[raw])
+        pairs.add(_pack_pairs(user, raw, lower.code, raw_posts))
     # codes so far number the lower-cased names in order of first appearance: renumber them
     # into the order of the sorted names, then sort the distinct pairs once more
     names, order = lower.sorted()
@@ -88,11 +91,14 @@ def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) ->
     )
 
 
-def _add_counts(counts: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
-    grown = np.zeros(n, dtype=np.int64)
-    grown[: len(counts)] = counts
-    grown += np.bincount(codes, minlength=n)
-    return grown
+@numba.njit(nogil=True, cache=True)
+def _pack_pairs(user, raw, lower_code, raw_posts):
+    """In place: ``user[i]`` becomes the packed pair of post i (user, lower-cased subreddit
+    code), and the post is counted in ``raw_posts`` of its raw name; returns ``user``."""
+    for i in range(user.shape[0]):
+        raw_posts[raw[i]] += 1
+        user[i] = (user[i] << _CODE_BITS) | lower_code[raw[i]]
+    return user
 
 
 class _LowerNames:
