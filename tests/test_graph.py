@@ -443,3 +443,20 @@ def test_neighbours_do_not_depend_on_column_order_within_user_rows(corpus):
         7, 2, 1e-3,
     )  # fmt: skip
     assert got.equals(want)
+
+
+def test_heaps_beyond_the_threads_block_budget_run_on_fewer_workers(corpus, monkeypatch):
+    """Each worker holds heaps of every subreddit: with a budget of ``threads`` x ``block_mb``
+    too small for two workers' heaps one worker runs, and the table is the same."""
+    members = graph.memberships(corpus.lazy())
+    incidence = graph.build_incidence(members, graph.subreddit_table(members, 200, 1))
+    seen = []
+    real_top_k = graph.top_k
+    monkeypatch.setattr(
+        graph, "top_k", lambda *a: seen.append(a[-1]) or real_top_k(*a)
+    )  # fmt: skip
+    heaps_mib = 2 * incidence.n_subreddits * (24 * 7 + 16) / 2**20
+    roomy = graph.neighbour_table(incidence, 7, 2, heaps_mib)
+    tight = graph.neighbour_table(incidence, 7, 2, heaps_mib * 0.75)
+    assert seen == [2, 1]
+    assert tight.equals(roomy)

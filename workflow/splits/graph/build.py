@@ -39,7 +39,7 @@ from splits.graph.memberships import (  # noqa: F401 (re-exported: the stage's o
     memberships,
 )
 from splits.graph.settings import GraphSettings
-from splits.graph.topk import top_k
+from splits.graph.topk import N_MEASURES, top_k
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +234,12 @@ def neighbour_table(incidence: Incidence, k: int, threads: int, block_mb: float)
         by_user = by_user.sorted_indices()
     n = incidence.n_subreddits
     blocks = block_ranges(n, rows_per_block(n, block_mb))
+    # each worker holds heaps of every subreddit (24 bytes an entry, plus the floors and sizes):
+    # in place of a dense block, so no more workers than ``threads`` blocks' budget allows
+    heaps_bytes = N_MEASURES * max(1, n) * (24 * k + 16)
+    workers = max(1, min(threads, int(threads * block_mb * 2**20 // heaps_bytes)))
     cols, overlaps, count = top_k(
-        by_user, incidence.by_subreddit, incidence.sizes, k, blocks, threads
+        by_user, incidence.by_subreddit, incidence.sizes, k, blocks, workers
     )
     block = selected_neighbours(cols, overlaps, count, 0, incidence.sizes, k)
     return neighbours_frame(iter([block]), incidence.names, incidence.sizes)
