@@ -398,3 +398,65 @@ def test_memberships_in_small_batches_equal_python_sets(corpus, monkeypatch):
         for name in subs:
             n_users[name] += 1
     assert members.n_users.tolist() == [n_users[n] for n in members.names.tolist()]
+
+
+def test_case_variants_in_different_batches_merge(monkeypatch):
+    """Subreddit names are numbered as they first appear, batch by batch: variants of one name
+    met in different batches (and a user's repeats across batches) still count once, and the
+    counts follow the sorted lower-cased names."""
+    monkeypatch.setattr(graph._UserTable.__init__, "__defaults__", (2,))
+    posts = pl.DataFrame(
+        {
+            "subreddit": ["b", "B", "a", "b", "A", "c", "B", "a", "C", "b"],
+            "author": ["u1", "u1", "u2", "u2", "u1", "u3", "u3", "u2", "u1", "u1"],
+        }
+    )
+    members = graph.memberships(posts.lazy(), batch_rows=3)
+    assert members.names.tolist() == ["a", "b", "c"]
+    assert members.n_posts.tolist() == [3, 5, 2]
+    assert members.n_users.tolist() == [2, 3, 2]  # a: u1 u2; b: u1 u2 u3; c: u1 u3
+    rows = [
+        members.names[members.user_codes[lo:hi]].tolist()
+        for lo, hi in zip(members.user_indptr[:-1], members.user_indptr[1:], strict=True)
+    ]
+    assert rows == [["a", "b", "c"], ["a", "b"], ["b", "c"]]  # users by first post, codes sorted
+
+
+def test_neighbours_do_not_depend_on_column_order_within_user_rows(corpus):
+    """The kernel walks each user's columns in order: an incidence matrix whose rows hold their
+    columns unsorted gives the same table."""
+    import scipy.sparse as sp
+
+    members = graph.memberships(corpus.lazy())
+    subreddits = graph.subreddit_table(members, 200, 1)
+    incidence = graph.build_incidence(members, subreddits)
+    want = graph.neighbour_table(incidence, 7, 2, 1e-3)
+    a = incidence.by_user
+    rng = np.random.default_rng(3)
+    indices = a.indices.copy()
+    for lo, hi in zip(a.indptr[:-1], a.indptr[1:], strict=True):
+        indices[lo:hi] = rng.permutation(indices[lo:hi])
+    shuffled = sp.csr_matrix((a.data, indices, a.indptr), shape=a.shape)
+    assert not shuffled.has_sorted_indices
+    got = graph.neighbour_table(
+        graph.Incidence(incidence.names, incidence.sizes, shuffled, incidence.by_subreddit),
+        7, 2, 1e-3,
+    )  # fmt: skip
+    assert got.equals(want)
+
+
+def test_heaps_beyond_the_threads_block_budget_run_on_fewer_workers(corpus, monkeypatch):
+    """Each worker holds heaps of every subreddit: with a budget of ``threads`` x ``block_mb``
+    too small for two workers' heaps one worker runs, and the table is the same."""
+    members = graph.memberships(corpus.lazy())
+    incidence = graph.build_incidence(members, graph.subreddit_table(members, 200, 1))
+    seen = []
+    real_top_k = graph.top_k
+    monkeypatch.setattr(
+        graph, "top_k", lambda *a: seen.append(a[-1]) or real_top_k(*a)
+    )  # fmt: skip
+    heaps_mib = 2 * incidence.n_subreddits * (24 * 7 + 16) / 2**20
+    roomy = graph.neighbour_table(incidence, 7, 2, heaps_mib)
+    tight = graph.neighbour_table(incidence, 7, 2, heaps_mib * 0.75)
+    assert seen == [2, 1]
+    assert tight.equals(roomy)

@@ -35,8 +35,6 @@ from splits.graph.build import (
     BlockNeighbours,
     GraphResult,
     Memberships,
-    _offer,
-    _sift_down,
     block_ranges,
     build_incidence,
     check_settings,
@@ -47,6 +45,7 @@ from splits.graph.build import (
     selected_neighbours,
 )
 from splits.graph.settings import GraphSettings, GraphTopSettings
+from splits.graph.topk import _pop_sorted, _push, _ranking_key, _sift_down
 from splits.ingest.partition import bucket_of
 from splits.io import ParquetAppender, read_json, write_json, write_parquet
 
@@ -238,7 +237,7 @@ def _sum_by_row(rows, cols, counts, n_rows, n_cols):
 @numba.njit(nogil=True, cache=True)
 def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap, out_count):
     """Top-k of every row of a CSR block of overlap counts (rows start, start + 1, ...), both
-    measures: the keys, heap and tie rule of build._fused_top_k, given the overlaps."""
+    measures: the keys, heap and tie rule of splits.graph.topk, given the overlaps."""
     heap_keys = np.empty(k, dtype=np.float64)
     heap_cols = np.empty(k, dtype=np.int64)
     heap_overlaps = np.empty(k, dtype=np.int64)
@@ -248,21 +247,22 @@ def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap,
             n = 0
             for p in range(indptr[r], indptr[r + 1]):
                 col = cols[p]
-                n = _offer(
-                    heap_keys, heap_cols, heap_overlaps, n, k,
-                    float(counts[p]), size_row, float(sizes[col]), col, measure,
-                )  # fmt: skip
+                key = _ranking_key(float(counts[p]), size_row, float(sizes[col]), measure)
+                # below a full heap's worst key: turned down here, without a call
+                if n < k or key >= heap_keys[0]:
+                    n = _push(heap_keys, heap_cols, heap_overlaps, n, k, key, col, counts[p])
             if n < k:
                 for i in range(n // 2 - 1, -1, -1):
                     _sift_down(heap_keys, heap_cols, heap_overlaps, n, i)
             out_count[measure, r] = n
-            for last in range(n - 1, -1, -1):  # pop the worst to the back: the best ends first
-                out_cols[measure, r, last] = heap_cols[0]
-                out_overlap[measure, r, last] = heap_overlaps[0]
-                heap_keys[0] = heap_keys[last]
-                heap_cols[0] = heap_cols[last]
-                heap_overlaps[0] = heap_overlaps[last]
-                _sift_down(heap_keys, heap_cols, heap_overlaps, last, 0)
+            _pop_sorted(
+                heap_keys,
+                heap_cols,
+                heap_overlaps,
+                n,
+                out_cols[measure, r],
+                out_overlap[measure, r],
+            )
 
 
 def block_top_k_from_overlaps(

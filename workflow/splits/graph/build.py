@@ -4,13 +4,12 @@ Users of a subreddit are the accounts that posted or commented there. The stage 
 subreddits by number of users among those with at least ``min_posts`` posts, and lists for every
 kept subreddit its exact top-K neighbours under Jaccard and cosine similarity of the user sets.
 
-The overlaps are rows of the sparse product of the users x subreddits 0/1 incidence matrix with
-itself (``At @ A``), computed in blocks of subreddit rows by one compiled kernel (numba) that
-fuses the product with the top-K selection: for each row it accumulates the overlap counts in
-one dense counter of the subreddits (the classic sparse-product accumulator), and offers every
-touched entry to a bounded heap of the K best per measure, so neither the product nor a dense
-block of it is ever materialised. Memory is one counter per thread plus K entries per row and
-measure; blocks run in a thread pool (the kernel releases the GIL).
+The overlaps are the entries of the sparse product of the users x subreddits 0/1 incidence
+matrix with itself (``At @ A``), computed in blocks of subreddit rows by one compiled kernel
+(numba, splits.graph.topk) that fuses the product with the top-K selection and, the product being
+symmetric, computes only its upper triangle: neither the product nor a dense block of it is ever
+materialised. Memory is, per thread, one counter of the subreddits plus K entries per subreddit
+and measure; blocks run in a thread pool (the kernel releases the GIL).
 
 Ordering is exact and deterministic: candidates are ranked by value (descending), ties by
 neighbour name (ascending). Ranking keys are single correctly rounded divisions of exact
@@ -24,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -41,6 +39,7 @@ from splits.graph.memberships import (  # noqa: F401 (re-exported: the stage's o
     memberships,
 )
 from splits.graph.settings import GraphSettings
+from splits.graph.topk import N_MEASURES, top_k
 
 log = logging.getLogger(__name__)
 
@@ -120,31 +119,28 @@ def rank_subreddits(counts: pl.DataFrame, top_n: int, min_posts: int) -> pl.Data
 
 
 def build_incidence(members: Memberships, subreddits: pl.DataFrame) -> Incidence:
-    """Incidence matrix over the kept subreddits; rows are the users with a kept membership."""
+    """Incidence matrix over the kept subreddits; rows are the users with a kept membership.
+
+    The memberships are already CSR rows (codes ascending within a user), so the matrix is
+    theirs with the dropped subreddits' entries cut out and the empty rows removed."""
     kept_names = set(subreddits.filter("kept")["subreddit"].to_list())
     kept_mask = np.array([name in kept_names for name in members.names], dtype=bool)
     new_code = np.full(len(members.names), -1, dtype=np.int64)
     new_code[kept_mask] = np.arange(int(kept_mask.sum()))  # names are sorted: so are kept ones
-    codes = new_code[members.user_codes]
-    keep = codes >= 0
-    n_all = len(members.user_indptr) - 1
-    users = np.repeat(np.arange(n_all, dtype=np.int64), np.diff(members.user_indptr))[keep]
-    codes = codes[keep]
-    degrees = np.bincount(users, minlength=n_all)
-    degrees = degrees[degrees > 0]
-    indptr = np.zeros(len(degrees) + 1, dtype=np.int64)
-    np.cumsum(degrees, out=indptr[1:])
-    del users
     names = members.names[kept_mask]
-    index_dtype = np.int32 if len(codes) < np.iinfo(np.int32).max else np.int64
-    by_user = sp.csr_matrix(
-        (
-            np.ones(len(codes), dtype=np.int32),
-            codes.astype(index_dtype),
-            indptr.astype(index_dtype),
-        ),
-        shape=(len(degrees), len(names)),
+    n_kept = (
+        len(members.user_codes) if kept_mask.all() else int(kept_mask[members.user_codes].sum())
     )
+    index_dtype = np.int32 if n_kept < np.iinfo(np.int32).max else np.int64
+    codes = np.empty(n_kept, dtype=index_dtype)
+    indptr = np.zeros(len(members.user_indptr), dtype=index_dtype)
+    rows = _kept_rows(members.user_indptr, members.user_codes, new_code, codes, indptr)
+    indptr = indptr[: rows + 1].copy()
+    by_user = sp.csr_matrix(
+        (np.ones(len(codes), dtype=np.int32), codes, indptr),
+        shape=(len(indptr) - 1, len(names)),
+    )
+    by_user.has_sorted_indices = True
     by_subreddit = by_user.T.tocsr()
     return Incidence(
         names=names,
@@ -152,6 +148,26 @@ def build_incidence(members: Memberships, subreddits: pl.DataFrame) -> Incidence
         by_user=by_user,
         by_subreddit=by_subreddit,
     )
+
+
+@numba.njit(nogil=True, cache=True)
+def _kept_rows(user_indptr, user_codes, new_code, codes, indptr):
+    """Fills CSR ``codes`` and ``indptr`` (its rows) with the memberships renumbered by
+    ``new_code``, those mapped to -1 dropped, and the users left without any membership dropped
+    too; returns the number of rows."""
+    n = 0
+    rows = 0
+    for u in range(user_indptr.shape[0] - 1):
+        first = n
+        for p in range(user_indptr[u], user_indptr[u + 1]):
+            code = new_code[user_codes[p]]
+            if code >= 0:
+                codes[n] = code
+                n += 1
+        if n > first:
+            rows += 1
+            indptr[rows] = n
+    return rows
 
 
 # --------------------------------------------------------------------------- top-K
@@ -166,128 +182,6 @@ class BlockNeighbours:
     neighbour: dict[str, np.ndarray]
     overlap: dict[str, np.ndarray]
     value: dict[str, np.ndarray]
-
-
-@numba.njit(nogil=True, cache=True)
-def _worse(key_a: float, col_a: int, key_b: float, col_b: int) -> bool:
-    """Whether candidate a ranks below candidate b (smaller key; larger column among ties)."""
-    return key_a < key_b or (key_a == key_b and col_a > col_b)
-
-
-@numba.njit(nogil=True, cache=True)
-def _sift_down(keys: np.ndarray, cols: np.ndarray, overlaps: np.ndarray, n: int, i: int) -> None:
-    """Restore the heap (worst candidate at the root) below position i."""
-    while True:
-        worst = i
-        for child in (2 * i + 1, 2 * i + 2):
-            if child < n and _worse(keys[child], cols[child], keys[worst], cols[worst]):
-                worst = child
-        if worst == i:
-            return
-        keys[i], keys[worst] = keys[worst], keys[i]
-        cols[i], cols[worst] = cols[worst], cols[i]
-        overlaps[i], overlaps[worst] = overlaps[worst], overlaps[i]
-        i = worst
-
-
-@numba.njit(nogil=True, cache=True)
-def _offer(heap_keys, heap_cols, heap_overlaps, n, k, o, size_row, size_col, col, measure):
-    """Offer column ``col`` (co-membership ``o``) to a row's top-k heap under ``measure`` (0:
-    Jaccard, 1: cosine); returns the heap's new size. The one-job graph and the buckets' reduce
-    both rank through it, so their ties and scores cannot drift apart."""
-    if measure == 0:
-        key = o / (size_row + size_col - o)
-    else:
-        key = (o * o) / (size_row * size_col)
-    if n < k:  # fill the heap, then heapify once
-        heap_keys[n] = key
-        heap_cols[n] = col
-        heap_overlaps[n] = o
-        n += 1
-        if n == k:
-            for i in range(k // 2 - 1, -1, -1):
-                _sift_down(heap_keys, heap_cols, heap_overlaps, k, i)
-    elif _worse(heap_keys[0], heap_cols[0], key, col):
-        heap_keys[0] = key
-        heap_cols[0] = col
-        heap_overlaps[0] = o
-        _sift_down(heap_keys, heap_cols, heap_overlaps, k, 0)
-    return n
-
-
-@numba.njit(nogil=True, cache=True)
-def _fused_top_k(
-    start,
-    stop,
-    at_indptr,
-    at_indices,
-    a_indptr,
-    a_indices,
-    sizes,
-    k,
-    out_cols,
-    out_overlap,
-    out_count,
-):
-    """Top-k neighbours of subreddits [start, stop): columns ``out_cols[m, r, :out_count[m, r]]``
-    (and their overlaps in ``out_overlap``) in rank order, for measure m (0 Jaccard, 1 cosine)
-    and block row r."""
-    n_cols = sizes.shape[0]
-    overlap = np.zeros(n_cols, dtype=np.int64)
-    touched = np.empty(n_cols, dtype=np.int64)
-    heap_keys = np.empty(k, dtype=np.float64)
-    heap_cols = np.empty(k, dtype=np.int64)
-    heap_overlaps = np.empty(k, dtype=np.int64)
-    for row in range(start, stop):
-        n_touched = 0
-        for p in range(at_indptr[row], at_indptr[row + 1]):
-            user = at_indices[p]
-            for q in range(a_indptr[user], a_indptr[user + 1]):
-                col = a_indices[q]
-                if overlap[col] == 0:
-                    touched[n_touched] = col
-                    n_touched += 1
-                overlap[col] += 1
-        size_row = float(sizes[row])
-        for measure in range(2):
-            n = 0
-            for t in range(n_touched):
-                col = touched[t]
-                if col == row:
-                    continue
-                n = _offer(
-                    heap_keys, heap_cols, heap_overlaps, n, k,
-                    float(overlap[col]), size_row, float(sizes[col]), col, measure,
-                )  # fmt: skip
-            if n < k:
-                for i in range(n // 2 - 1, -1, -1):
-                    _sift_down(heap_keys, heap_cols, heap_overlaps, n, i)
-            # pop the worst to the back: the best ends up first
-            out_count[measure, row - start] = n
-            for last in range(n - 1, -1, -1):
-                out_cols[measure, row - start, last] = heap_cols[0]
-                out_overlap[measure, row - start, last] = heap_overlaps[0]
-                heap_keys[0] = heap_keys[last]
-                heap_cols[0] = heap_cols[last]
-                heap_overlaps[0] = heap_overlaps[last]
-                _sift_down(heap_keys, heap_cols, heap_overlaps, last, 0)
-        for t in range(n_touched):
-            overlap[touched[t]] = 0
-
-
-def block_top_k(incidence: Incidence, start: int, stop: int, k: int) -> BlockNeighbours:
-    """Top-k neighbours of subreddits [start, stop) by both measures (``_fused_top_k``), with
-    their overlaps; values are computed for the selected pairs alone."""
-    at, a = incidence.by_subreddit, incidence.by_user
-    n_rows = stop - start
-    cols = np.empty((len(MEASURES), n_rows, k), dtype=np.int64)
-    overlaps = np.empty((len(MEASURES), n_rows, k), dtype=np.int64)
-    count = np.zeros((len(MEASURES), n_rows), dtype=np.int64)
-    _fused_top_k(
-        start, stop, at.indptr, at.indices, a.indptr, a.indices, incidence.sizes, k,
-        cols, overlaps, count,
-    )  # fmt: skip
-    return selected_neighbours(cols, overlaps, count, start, incidence.sizes, k)
 
 
 def selected_neighbours(
@@ -333,30 +227,22 @@ def rows_per_block(n_subreddits: int, block_mb: float) -> int:
     return max(1, min(max(1, n_subreddits), int(block_mb * 2**20) // per_row))
 
 
-def iter_neighbour_blocks(
-    incidence: Incidence, k: int, threads: int, block_mb: float
-) -> Iterator[BlockNeighbours]:
-    """Top-k blocks in subreddit order; ``threads`` blocks are in flight at once (the kernel
-    releases the GIL)."""
-    blocks = block_ranges(incidence.n_subreddits, rows_per_block(incidence.n_subreddits, block_mb))
-    if threads <= 1:
-        for start, stop in blocks:
-            yield block_top_k(incidence, start, stop, k)
-        return
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        pending = []
-        for start, stop in blocks:
-            pending.append(pool.submit(block_top_k, incidence, start, stop, k))
-            if len(pending) > threads:
-                yield pending.pop(0).result()
-        for future in pending:
-            yield future.result()
-
-
 def neighbour_table(incidence: Incidence, k: int, threads: int, block_mb: float) -> pl.DataFrame:
     """The neighbours table of the data contract, sorted by (subreddit, measure, rank)."""
-    blocks = iter_neighbour_blocks(incidence, k, threads, block_mb)
-    return neighbours_frame(blocks, incidence.names, incidence.sizes)
+    by_user = incidence.by_user
+    if not by_user.has_sorted_indices:  # the kernel reads each user's columns in order
+        by_user = by_user.sorted_indices()
+    n = incidence.n_subreddits
+    blocks = block_ranges(n, rows_per_block(n, block_mb))
+    # each worker holds heaps of every subreddit (24 bytes an entry, plus the floors and sizes):
+    # in place of a dense block, so no more workers than ``threads`` blocks' budget allows
+    heaps_bytes = N_MEASURES * max(1, n) * (24 * k + 16)
+    workers = max(1, min(threads, int(threads * block_mb * 2**20 // heaps_bytes)))
+    cols, overlaps, count = top_k(
+        by_user, incidence.by_subreddit, incidence.sizes, k, blocks, workers
+    )
+    block = selected_neighbours(cols, overlaps, count, 0, incidence.sizes, k)
+    return neighbours_frame(iter([block]), incidence.names, incidence.sizes)
 
 
 def neighbours_frame(

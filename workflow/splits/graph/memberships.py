@@ -1,5 +1,5 @@
-"""Who posted where: the distinct (user, subreddit) memberships of a posts table, users
-numbered by a compiled hash table of their names' 128-bit hashes (docs/method.md §2.2)."""
+"""Who posted where: the distinct (user, subreddit) memberships of a posts table, users and
+subreddits numbered by compiled hash tables of their names' 128-bit hashes (docs/method.md §2.2)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from splits.errors import ConfigError
 
 MEMBERSHIP_BATCH_ROWS = 1_000_000  # posts read at once while collecting memberships
 _USER_SEEDS = (0x5EED_0001, 0x5EED_0002)  # the two hashes of an author's name
+_NAME_SEEDS = (0x5EED_0003, 0x5EED_0004)  # the two hashes of a subreddit's name
+_CODE_BITS = 32  # a pair is packed as user << 32 | subreddit code (sorts by user, then code)
 
 
 @dataclass(frozen=True)
@@ -23,110 +25,199 @@ class Memberships:
     n_posts: np.ndarray  # int64 per name
     n_users: np.ndarray  # int64 per name: distinct authors
     user_indptr: np.ndarray  # int64, n_users_total + 1
-    user_codes: np.ndarray  # int64 codes into names, one per (user, subreddit) membership
+    user_codes: np.ndarray  # int64 codes into names, one per (user, subreddit) membership,
+    # ascending within a user
 
 
 def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) -> Memberships:
     """Distinct (user, subreddit) memberships with integer codes. Subreddit names compare
     case-insensitively (variants are merged).
 
-    Two streaming passes over the posts: posts per subreddit name (few groups), then the posts
-    in batches of ``batch_rows``, each author reduced to a 128-bit identity (two 64-bit hashes
-    of the name with independent seeds: two different names collide with probability about
-    n^2 / 2^129, below 1e-22 for 100 million users) and numbered by a compiled hash table; each
-    batch leaves its distinct (user, subreddit) pairs, which are finally grouped by user with a
-    counting sort. Memory: the user table and 8 bytes per pair, never the names."""
+    One streaming pass over the two columns, in batches of ``batch_rows`` posts. Each author
+    and each subreddit name is reduced to a 128-bit identity (two 64-bit hashes of the name
+    with independent seeds: two different names collide with probability about n^2 / 2^129,
+    below 1e-22 for 100 million users) and numbered by a compiled hash table; a subreddit's
+    name is read back (and lower-cased) once, when it is first numbered. Each batch leaves its
+    (user, subreddit) pairs packed in one int64, and the repeats are dropped by sorting (numpy's
+    vectorised sort) whenever the pending pairs outnumber the distinct ones, so that the final
+    distinct pairs come sorted by user, then subreddit: the CSR rows of the incidence matrix.
+    Memory: the two tables and a few times 8 bytes per distinct pair, never the names."""
     missing = {"subreddit", "author"} - set(posts.collect_schema().names())
     if missing:
         raise ConfigError(f"posts table lacks column(s) {sorted(missing)}")
-    posts = posts.select("subreddit", "author").drop_nulls()
-    raw = (
-        posts.group_by("subreddit")
-        .agg(n=pl.len())
-        .sort("subreddit")
-        .with_columns(lower=pl.col("subreddit").str.to_lowercase())
-        .collect(engine="streaming")
-    )
-    names = np.array(sorted(set(raw["lower"].to_list())), dtype=object)
-    raw_to_code = np.searchsorted(names, raw["lower"].to_numpy().astype(object)).astype(np.int64)
-    n_posts = np.bincount(raw_to_code, weights=raw["n"].to_numpy(), minlength=len(names))
-    n_names = max(1, len(names))
-    users = _UserTable()
-    pairs = _PairSet(n_names)
-    if raw.height:
-        enum = pl.Enum(raw["subreddit"].to_list())
-        rows = posts.select(
+    rows = (
+        posts.select("subreddit", "author")
+        .drop_nulls()
+        .select(
+            "subreddit",
             h1=pl.col("author").hash(seed=_USER_SEEDS[0]),
             h2=pl.col("author").hash(seed=_USER_SEEDS[1]),
-            code=pl.col("subreddit").cast(enum).to_physical(),
+            s1=pl.col("subreddit").hash(seed=_NAME_SEEDS[0]),
+            s2=pl.col("subreddit").hash(seed=_NAME_SEEDS[1]),
         )
-        for batch in rows.collect_batches(chunk_size=batch_rows):
-            user = users.number(batch["h1"].to_numpy(), batch["h2"].to_numpy())
-            code = raw_to_code[batch["code"].to_numpy().astype(np.int64)]
-            pairs.add(user * n_names + code, users.count)
-    indptr, codes = _group_pairs(pairs.distinct(users.count), users.count, n_names)
+    )
+    users, raw_names = _UserTable(), _UserTable()
+    lower = _LowerNames()
+    pairs = _PairSet()
+    raw_posts = np.zeros(0, dtype=np.int64)  # posts per raw (case-preserving) name
+    for batch in rows.collect_batches(chunk_size=batch_rows):
+        known = raw_names.count
+        raw = raw_names.number(batch["s1"].to_numpy(), batch["s2"].to_numpy())
+        if raw_names.count > known:  # names first seen in this batch: read them once
+            first = _first_rows(raw, known, raw_names.count)  # in code order
+            lower.add(batch["subreddit"].gather(first).str.to_lowercase().to_list())
+        if len(raw_posts) < raw_names.count:
+            raw_posts = np.concatenate(
+                [raw_posts, np.zeros(raw_names.count - len(raw_posts), dtype=np.int64)]
+            )
+        user = users.number(batch["h1"].to_numpy(), batch["h2"].to_numpy())
+        pairs.add(_pack_pairs(user, raw, lower.code, raw_posts))
+    # codes so far number the lower-cased names in order of first appearance: renumber them
+    # into the order of the sorted names, then sort the distinct pairs once more
+    names, order = lower.sorted()
+    keys = pairs.distinct(relabel=order)
+    codes = keys & ((1 << _CODE_BITS) - 1)
+    indptr = np.searchsorted(keys, np.arange(users.count + 1, dtype=np.int64) << _CODE_BITS)
+    del keys
+    n_posts = np.bincount(
+        order[lower.code[: len(raw_posts)]], weights=raw_posts, minlength=len(names)
+    )
     return Memberships(
         names=names,
         n_posts=n_posts.astype(np.int64),
         n_users=np.bincount(codes, minlength=len(names)).astype(np.int64),
-        user_indptr=indptr,
+        user_indptr=indptr.astype(np.int64),
         user_codes=codes,
     )
 
 
-class _PairSet:
-    """Distinct (user, code) pairs, packed as ``user * n_names + code``: pairs are added
-    batch by batch and their repeats dropped whenever the pending pairs outnumber the distinct
-    ones (a linear-time pass), so memory stays within a few times 8 bytes per distinct pair."""
+@numba.njit(nogil=True, cache=True)
+def _pack_pairs(user, raw, lower_code, raw_posts):
+    """In place: ``user[i]`` becomes the packed pair of post i (user, lower-cased subreddit
+    code), and the post is counted in ``raw_posts`` of its raw name; returns ``user``."""
+    for i in range(user.shape[0]):
+        raw_posts[raw[i]] += 1
+        user[i] = (user[i] << _CODE_BITS) | lower_code[raw[i]]
+    return user
 
-    def __init__(self, n_names: int, min_pending: int = 16_000_000):
-        self.n_names = n_names
+
+class _LowerNames:
+    """Raw subreddit names (numbered in order of first appearance) mapped to their lower-cased
+    names, numbered in order of first appearance: ``code[raw]``."""
+
+    def __init__(self):
+        self.by_name: dict[str, int] = {}
+        self.code = np.zeros(0, dtype=np.int64)
+
+    def add(self, lowered: list[str]) -> None:
+        new = [self.by_name.setdefault(name, len(self.by_name)) for name in lowered]
+        self.code = np.concatenate([self.code, np.array(new, dtype=np.int64)])
+
+    def sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """The lower-cased names sorted, and for each first-appearance code its sorted code."""
+        names = np.array(list(self.by_name), dtype=object)
+        by_name = np.argsort(names, kind="stable") if len(names) else np.zeros(0, np.int64)
+        order = np.empty(len(names), dtype=np.int64)
+        order[by_name] = np.arange(len(names))
+        return names[by_name], order
+
+
+class _PairSet:
+    """Distinct (user, code) pairs packed in an int64 (``user << 32 | code``): pairs are added
+    batch by batch and their repeats dropped whenever the pending pairs outnumber the distinct
+    ones, so memory stays within a few times 8 bytes per distinct pair."""
+
+    def __init__(self, min_pending: int = 16_000_000):
         self.min_pending = min_pending
         self.parts: list[np.ndarray] = []
         self.pending = 0
         self.kept = 0
 
-    def add(self, packed: np.ndarray, n_users: int) -> None:
+    def add(self, packed: np.ndarray) -> None:
         self.parts.append(packed)
         self.pending += len(packed)
         if self.pending > max(self.min_pending, self.kept):
-            self.distinct(n_users)
+            self.distinct()
 
-    def distinct(self, n_users: int) -> np.ndarray:
-        packed = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.int64)
-        indptr, codes = _group_pairs(packed, n_users, self.n_names)
-        del packed
-        users = np.repeat(np.arange(n_users, dtype=np.int64), np.diff(indptr))
-        merged = users * self.n_names + codes
+    def distinct(self, relabel: np.ndarray | None = None) -> np.ndarray:
+        """The distinct pairs, sorted; ``relabel[code]`` replaces each code first."""
+        merged = np.empty(sum(len(p) for p in self.parts), dtype=np.int64)
+        at = 0
+        while self.parts:  # one part at a time: the parts and the copy never coexist whole
+            part = self.parts.pop(0)
+            merged[at : at + len(part)] = part
+            at += len(part)
+            del part
+        if relabel is not None:
+            _relabel_codes(merged, relabel)
+        merged.sort()
+        n = _drop_repeats(merged)
+        merged = merged[:n].copy() if n < len(merged) else merged
         self.parts, self.pending, self.kept = [merged], 0, len(merged)
         return merged
 
 
+@numba.njit(nogil=True, cache=True)
+def _first_rows(codes, first_code, stop_code):
+    """For codes first_code .. stop_code - 1, the row of its first occurrence in ``codes``."""
+    rows = np.full(stop_code - first_code, -1, dtype=np.int64)
+    for i in range(codes.shape[0]):
+        c = codes[i] - first_code
+        if c >= 0 and rows[c] < 0:
+            rows[c] = i
+    return rows
+
+
+@numba.njit(nogil=True, cache=True)
+def _relabel_codes(packed, relabel):
+    """In place: the code part of every packed pair replaced by ``relabel[code]``."""
+    low = (1 << _CODE_BITS) - 1
+    for i in range(packed.shape[0]):
+        packed[i] = (packed[i] & ~low) | relabel[packed[i] & low]
+
+
+@numba.njit(nogil=True, cache=True)
+def _drop_repeats(values):
+    """In place: the distinct values of a sorted array moved to its front; returns how many."""
+    n = 0
+    for i in range(values.shape[0]):
+        if n == 0 or values[i] != values[n - 1]:
+            values[n] = values[i]
+            n += 1
+    return n
+
+
 class _UserTable:
-    """Open-addressing hash table from 128-bit author identities to user numbers 0, 1, ...
-    (in order of first appearance), grown to stay at most half full. A slot is one row of
-    ``slots``: (first hash, second hash, user number + 1; 0 when empty)."""
+    """Open-addressing hash table from 128-bit name identities (of authors, or of subreddits)
+    to numbers 0, 1, ... in order of first appearance, grown to stay at most half full. A slot
+    is one row of ``slots``: (first hash, second hash, number + 1; 0 when empty)."""
 
     def __init__(self, size: int = 1 << 16):
         self.slots = np.zeros((size, 3), dtype=np.uint64)
         self.count = 0
 
     def number(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
-        need = 2 * (self.count + len(h1))
-        if need > len(self.slots):
-            self.slots = _rehash(self.slots, 1 << max(need - 1, 1).bit_length())
         out = np.empty(len(h1), dtype=np.int64)
-        self.count = _assign_users(h1, h2, self.slots, self.count, out)
+        done = 0
+        while done < len(h1):  # the kernel stops when the table is half full: grow it, go on
+            if 2 * (self.count + 1) > len(self.slots):
+                self.slots = _rehash(self.slots, 2 * len(self.slots))
+            self.count, done = _assign_users(h1, h2, self.slots, self.count, out, done)
         return out
 
 
 @numba.njit(nogil=True, cache=True)
-def _assign_users(h1, h2, slots, count, out):
+def _assign_users(h1, h2, slots, count, out, start):
+    """Numbers of names start, start + 1, ... into ``out``; stops before a new name would
+    fill more than half of the table. Returns (names numbered, position reached)."""
     mask = slots.shape[0] - 1
-    for i in range(h1.shape[0]):
+    limit = slots.shape[0] // 2
+    for i in range(start, h1.shape[0]):
         slot = h1[i] & mask
         while True:
             if slots[slot, 2] == 0:
+                if count + 1 > limit:
+                    return count, i
                 slots[slot, 0] = h1[i]
                 slots[slot, 1] = h2[i]
                 count += 1
@@ -136,7 +227,7 @@ def _assign_users(h1, h2, slots, count, out):
                 break
             slot = (slot + 1) & mask
         out[i] = slots[slot, 2] - 1
-    return count
+    return count, h1.shape[0]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -152,33 +243,3 @@ def _rehash(slots, size):
             grown[slot, 1] = slots[old, 1]
             grown[slot, 2] = slots[old, 2]
     return grown
-
-
-@numba.njit(nogil=True, cache=True)
-def _group_pairs(packed, n_users, n_names):
-    """CSR (indptr, codes) of the distinct (user, code) pairs in ``packed`` (user * n_names +
-    code, repeats allowed): a counting sort by user, then repeats dropped with one mark per
-    code (codes keep their first-seen order within a user)."""
-    counts = np.zeros(n_users + 1, dtype=np.int64)
-    for key in packed:
-        counts[key // n_names + 1] += 1
-    for u in range(n_users):
-        counts[u + 1] += counts[u]
-    slots = counts[:-1].copy()
-    by_user = np.empty(packed.shape[0], dtype=np.int64)
-    for key in packed:
-        u = key // n_names
-        by_user[slots[u]] = key % n_names
-        slots[u] += 1
-    mark = np.full(n_names, -1, dtype=np.int64)
-    indptr = np.zeros(n_users + 1, dtype=np.int64)
-    n = 0
-    for u in range(n_users):
-        for p in range(counts[u], counts[u + 1]):
-            code = by_user[p]
-            if mark[code] != u:
-                mark[code] = u
-                by_user[n] = code
-                n += 1
-        indptr[u + 1] = n
-    return indptr, by_user[:n].copy()
