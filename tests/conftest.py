@@ -167,9 +167,10 @@ PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})
 
 
 # The test files that take longest (their summed durations in a full run on 2 cores, 2026-11-26),
-# longest first. xdist's ``--dist loadfile`` hands the files to the workers in collection order, so
-# a long file collected late is the last worker's tail; collected first, the short files fill the
-# other workers around it (longest-first scheduling).
+# longest first. With ``--no-loadscope-reorder`` (pyproject.toml) xdist's ``--dist loadfile`` hands
+# the files to the workers in collection order (by default it orders them by their number of
+# tests), so a long file collected late is the last worker's tail; collected first, the short
+# files fill the other workers around it (longest-first scheduling).
 LONG_FILES = tuple(
     f"test_{name}.py"
     for name in """
