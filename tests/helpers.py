@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 
 def exact_sign_flip_p(differences) -> float:
@@ -87,3 +88,24 @@ def dry_run_job_counts(stdout: str) -> dict[str, int]:
         if len(parts) == 2 and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
     return counts
+
+
+def write_users_table(path: Path, authors: list[str], groupness, demographic: str) -> None:
+    """A group-ness users table (the columns ``splits groupness`` writes) for ``authors`` with
+    scores ``groupness`` in rising order: percentiles spread evenly, every formula's score the
+    same, ten posts and one seed post each."""
+    n = len(authors)
+    pl.DataFrame(
+        {
+            "author": authors,
+            "demographic": demographic,
+            "groupness": groupness,
+            "percentile": np.arange(n) * 100.0 / n,
+            "n_posts": [10] * n,
+            "n_seed_posts": [1] * n,
+            "n_seed_subreddits": [1] * n,
+            "g_sum_log": groupness,
+            "g_breadth_x_volume": groupness,
+            "g_entropy": groupness,
+        }
+    ).write_parquet(path)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from helpers import write_users_table
 from splits.config.settings import schema_defaults
 from splits.demographics.settings import SelfidSettings
 from splits.errors import ConfigError
@@ -42,20 +43,7 @@ def _selfid_corpus(tmp_path: Path) -> tuple[Path, Path]:
     n = 200
     g = np.sort(rng.random(n) * 5)
     authors = [f"u{i:03d}" for i in range(n)]
-    pl.DataFrame(
-        {
-            "author": authors,
-            "demographic": "catholic",
-            "groupness": g,
-            "percentile": np.arange(n) * 100.0 / n,
-            "n_posts": [10] * n,
-            "n_seed_posts": [1] * n,
-            "n_seed_subreddits": [1] * n,
-            "g_sum_log": g,
-            "g_breadth_x_volume": g,
-            "g_entropy": g,
-        }
-    ).write_parquet(tmp_path / "users.parquet")
+    write_users_table(tmp_path / "users.parquet", authors, g, "catholic")
     rows = []
     for i, author in enumerate(authors):
         for j in range(10):
