@@ -90,12 +90,12 @@ def dry_run_job_counts(stdout: str) -> dict[str, int]:
     return counts
 
 
-def write_users_table(path: Path, authors: list[str], groupness, demographic: str) -> None:
+def users_table(authors: list[str], groupness, demographic: str) -> pl.DataFrame:
     """A group-ness users table (the columns ``splits groupness`` writes) for ``authors`` with
     scores ``groupness`` in rising order: percentiles spread evenly, every formula's score the
     same, ten posts and one seed post each."""
     n = len(authors)
-    pl.DataFrame(
+    return pl.DataFrame(
         {
             "author": authors,
             "demographic": demographic,
@@ -108,4 +108,4 @@ def write_users_table(path: Path, authors: list[str], groupness, demographic: st
             "g_breadth_x_volume": groupness,
             "g_entropy": groupness,
         }
-    ).write_parquet(path)
+    )

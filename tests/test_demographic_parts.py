@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from helpers import write_users_table
+from helpers import users_table
 from splits.config.settings import schema_defaults
 from splits.demographics.settings import SelfidSettings
 from splits.errors import ConfigError
@@ -43,7 +43,7 @@ def _selfid_corpus(tmp_path: Path) -> tuple[Path, Path]:
     n = 200
     g = np.sort(rng.random(n) * 5)
     authors = [f"u{i:03d}" for i in range(n)]
-    write_users_table(tmp_path / "users.parquet", authors, g, "catholic")
+    users_table(authors, g, "catholic").write_parquet(tmp_path / "users.parquet")
     rows = []
     for i, author in enumerate(authors):
         for j in range(10):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from helpers import write_users_table
+from helpers import users_table
 from splits.config.definitions import Demographic, load_demographics
 from splits.config.settings import schema_defaults
 from splits.demographics.curves import auto_threshold, selfid_curve, user_counts
@@ -490,20 +490,7 @@ def test_search_and_summary_cli(tmp_path):
     n = 200
     g = np.sort(rng.random(n) * 5)
     authors = [f"u{i:03d}" for i in range(n)]
-    users = pl.DataFrame(
-        {
-            "author": authors,
-            "demographic": "catholic",
-            "groupness": g,
-            "percentile": np.arange(n) * 100.0 / n,
-            "n_posts": [10] * n,
-            "n_seed_posts": [1] * n,
-            "n_seed_subreddits": [1] * n,
-            "g_sum_log": g,
-            "g_breadth_x_volume": g,
-            "g_entropy": g,
-        }
-    )
+    users = users_table(authors, g, "catholic")
     users.write_parquet(tmp_path / "users.parquet")
     texts, post_authors = [], []
     for i, a in enumerate(authors):
@@ -682,7 +669,7 @@ def _curve_corpus(tmp_path: Path, says) -> Path:
     n = 400
     g = np.arange(n) / n * 5
     authors = [f"u{i:03d}" for i in range(n)]
-    write_users_table(tmp_path / "users.parquet", authors, g, "catholic")
+    users_table(authors, g, "catholic").write_parquet(tmp_path / "users.parquet")
     texts, post_authors = [], []
     for i, a in enumerate(authors):
         for j in range(10):

@@ -114,13 +114,14 @@ class Model:
         identity: Mapping[str, Any] | None = None,
         cache: ResponseCache | None = None,
         cache_only: bool = False,
+        engine_in_job: bool = True,
     ):
         self.name = name
         self.spec = dict(spec)
         self.cache = cache
         self.cache_only = cache_only
         # False for a served model's client (its engine lives in the server, not this Python)
-        self.engine_in_job = True
+        self.engine_in_job = engine_in_job
         self.stats = Throughput()
         self._build = build
         self._backend: Backend | None = None
@@ -406,16 +407,7 @@ def load_model(
     build = served or functools.partial(build_backend, name, spec)
     cache = ResponseCache(cache_path) if cache_path is not None else None
     try:
-        model = Model(
-            name,
-            spec,
-            build,
-            identity,
-            cache,
-            cache_only,
-        )
-        model.engine_in_job = served is None
-        return model
+        return Model(name, spec, build, identity, cache, cache_only, engine_in_job=served is None)
     except BaseException:
         if cache is not None:
             cache.close()
