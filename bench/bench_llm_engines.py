@@ -21,22 +21,26 @@ engine's tokens/s to release-hf's (the peer measured in the same run).
     # a GPU machine, the paper's CM (4 GPUs):
     python bench/bench_llm_engines.py --model meta-llama/Llama-3.1-70B-Instruct \\
         --tensor-parallel-size 4 --rows results/evaluation/subsample/rows-500.parquet
+    # a GPU machine where no model can be fetched: a random-weight Llama of ~0.7B parameters
+    # built there, 512 generated CM-shaped prompts (no rows needed):
+    python bench/bench_llm_engines.py --random-model 2048,16 --prompts 512 --max-tokens 64 \\
+        --engines release-hf transformers vllm
     # a tiny random-weight model, 8 short prompts (a smoke check, not a measurement; the HF
-    # paths on CPU without vllm):
-    python bench/bench_llm_engines.py --tiny --engines release-hf transformers \\
-        --rows results/evaluation/subsample/rows-400.parquet
+    # paths, and vllm where it imports):
+    python bench/bench_llm_engines.py --tiny
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import random
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tiny import parse_args, skip  # bench/, the script's folder
+from tiny import parse_args  # bench/, the script's folder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TEMPLATE = REPO / "resources" / "prompts" / "classify_llama3.txt"
@@ -63,6 +67,36 @@ def cm_prompts(args) -> list[str]:
     settings = schema_defaults(CMSettings, max_post_chars=args.max_post_chars)
     requests = build_cm_requests(rows, theory_of, template, display_names(None), settings)
     return [r.prompt for r in requests]
+
+
+TOPICS = "cooking recipes, baking bread, the new phone release, music, politics, sports".split(", ")
+WORDS = (
+    "I am a teacher and I love my students . As a construction worker I build houses every day . "
+    "My family goes to church every Sunday morning . We discussed politics sports food and music "
+    "on Reddit . What do you think about the new phone release ? hello world good morning everyone"
+).split()
+
+
+def generated_prompts(n: int, seed: int = 0) -> list[str]:
+    """CM-shaped prompts: the shared instructions, a theory, two sets of three posts."""
+    rng = random.Random(seed)
+    instructions = (
+        "You will read a theory about how two groups of Reddit users write, and two sets of "
+        "posts. Answer A if set 1 was written by group A and B otherwise.\n"
+    )
+
+    def post() -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 60)))
+
+    prompts = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        sets = ["\n".join(f"- {post()}" for _ in range(3)) for _ in range(2)]
+        prompts.append(
+            f"{instructions}Topic: {topic}\nTheory: group A writes more about work.\n"
+            f"Set 1:\n{sets[0]}\nSet 2:\n{sets[1]}\nAnswer:"
+        )
+    return prompts
 
 
 def release_hf(args, prompts: list[str]) -> dict:
@@ -150,7 +184,16 @@ def pipeline_backend(args, prompts: list[str], backend: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="hub id or local path (the CM)")
-    parser.add_argument("--rows", help="evaluation rows Parquet (required)")
+    parser.add_argument(
+        "--rows", help="evaluation rows Parquet (default: --prompts generated CM-shaped prompts)"
+    )
+    parser.add_argument("--prompts", type=int, default=0, help="generated prompts (no --rows)")
+    parser.add_argument(
+        "--random-model",
+        metavar="HIDDEN,LAYERS",
+        help="build a random-weight Llama of this hidden size and depth (head size 128, the tiny "
+        "tokenizer) instead of --model: times an engine on a GPU where no model can be fetched",
+    )
     parser.add_argument("--theories", help="theories Parquet (default: empty theories)")
     parser.add_argument("--template", default=str(DEFAULT_TEMPLATE), help="CM prompt template")
     parser.add_argument("--limit", type=int, default=500, help="rows used (0: all)")
@@ -162,25 +205,60 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     parser.add_argument("--chunk-size", type=int, default=4096, help="vllm prompts per call")
-    # --tiny: a tiny random-weight local model, a few short prompts (a smoke check, not a
-    # measurement); it stops, saying why, where an engine asked for is vllm and vllm cannot be
-    # imported, or where no rows are given
-    args = parse_args(parser, limit=8, max_tokens=8, max_post_chars=200, dtype="float32")
-    if args.tiny and "vllm" in args.engines and importlib.util.find_spec("vllm") is None:
-        skip("vllm is not importable here (envs/vllm-cpu.sh or envs/vllm-cuda.sh)")
-    if args.rows is None:
-        message = "--rows is required (an evaluation rows Parquet, splits theorize subsample's)"
-        if args.tiny:
-            skip(message)
-        sys.exit(message)
-    if args.tiny == bool(args.model):
-        sys.exit("give exactly one of --model or --tiny")
-    if args.tiny:
+    # --tiny: a tiny random-weight local model, 8 generated prompts (a smoke check, not a
+    # measurement), the HF engines and vllm where it imports
+    tiny_engines = ["release-hf", "transformers"]
+    if importlib.util.find_spec("vllm") is not None:
+        tiny_engines.append("vllm")
+    args = parse_args(
+        parser,
+        limit=8,
+        prompts=8,
+        max_tokens=8,
+        max_post_chars=200,
+        dtype="float32",
+        engines=tiny_engines,
+    )
+    if args.rows is None and args.prompts <= 0:
+        sys.exit(
+            "give --rows (an evaluation rows Parquet, splits theorize subsample's) or --prompts N"
+        )
+    if sum(map(bool, (args.tiny, args.model, args.random_model))) != 1:
+        sys.exit("give exactly one of --model, --random-model or --tiny")
+    if args.tiny or args.random_model:
         from splits.testing.tiny_models import build_tiny_model
 
-        args.model = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="tiny.")) / "model"))
-    prompts = cm_prompts(args)
-    print(f"{len(prompts)} CM prompts, model {args.model}, at most {args.max_tokens} new tokens")
+        folder = Path(tempfile.mkdtemp(prefix="tiny.")) / "model"
+        if args.tiny:
+            args.model = str(build_tiny_model(folder))
+        else:
+            hidden, layers = (int(part) for part in args.random_model.split(","))
+            args.model = str(
+                build_tiny_model(
+                    folder,
+                    hidden_size=hidden,
+                    num_attention_heads=max(1, hidden // 128),
+                    num_hidden_layers=layers,
+                    max_position_embeddings=4096,
+                )
+            )
+    prompts = cm_prompts(args) if args.rows else generated_prompts(args.prompts)
+    device = "CPU"
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            device = torch.cuda.get_device_name(0)
+    from transformers import AutoTokenizer
+
+    lengths = sorted(
+        len(ids) for ids in AutoTokenizer.from_pretrained(args.model)(prompts)["input_ids"]
+    )
+    print(
+        f"{len(prompts)} CM prompts ({lengths[0]}-{lengths[-1]} tokens, median "
+        f"{lengths[len(lengths) // 2]}), model {args.model}, {args.dtype}, at most "
+        f"{args.max_tokens} new tokens, on {device}"
+    )
     results = {}
     for engine in args.engines:
         if engine == "vllm" and importlib.util.find_spec("vllm") is None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -31,35 +30,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 from tiny import parse_args, skip  # noqa: E402 - bench/, the script's folder
-
-TOPICS = "cooking recipes, baking bread, the new phone release, music, politics, sports".split(", ")
-WORDS = (
-    "I am a teacher and I love my students . As a construction worker I build houses every day . "
-    "My family goes to church every Sunday morning . We discussed politics sports food and music "
-    "on Reddit . What do you think about the new phone release ? hello world good morning everyone"
-).split()
-
-
-def generated_prompts(n: int, seed: int = 0) -> list[str]:
-    """CM-shaped prompts: the shared instructions, a theory, two sets of three posts."""
-    rng = random.Random(seed)
-    instructions = (
-        "You will read a theory about how two groups of Reddit users write, and two sets of "
-        "posts. Answer A if set 1 was written by group A and B otherwise.\n"
-    )
-
-    def post() -> str:
-        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 60)))
-
-    prompts = []
-    for i in range(n):
-        topic = TOPICS[i % len(TOPICS)]
-        sets = ["\n".join(f"- {post()}" for _ in range(3)) for _ in range(2)]
-        prompts.append(
-            f"{instructions}Topic: {topic}\nTheory: group A writes more about work.\n"
-            f"Set 1:\n{sets[0]}\nSet 2:\n{sets[1]}\nAnswer:"
-        )
-    return prompts
 
 
 def main() -> None:
@@ -104,7 +74,7 @@ def main() -> None:
         args.template = args.template or str(DEFAULT_TEMPLATE)
         prompts = engines.cm_prompts(args)
     else:
-        prompts = generated_prompts(args.prompts)
+        prompts = engines.generated_prompts(args.prompts)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)

@@ -30,6 +30,7 @@ DONE = {
     "bench_graph": "extrapolation to 50,000 subreddits",
     "bench_ingest": "stage/parse+write",
     "bench_ingest_compressed": "load average at the end",
+    "bench_llm_engines": "transformers / release-hf",
     "bench_llm_dag": "engine builds:",
     "bench_scale": "scale:",
 }

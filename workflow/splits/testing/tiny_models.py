@@ -72,7 +72,12 @@ def _train_tokenizer():
 
 
 def _build(
-    out_dir: Path, seed: int, hidden_size: int, num_attention_heads: int, positions: int
+    out_dir: Path,
+    seed: int,
+    hidden_size: int,
+    num_attention_heads: int,
+    positions: int,
+    layers: int,
 ) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -82,7 +87,7 @@ def _build(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=2 * hidden_size,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=num_attention_heads,
         num_key_value_heads=max(1, num_attention_heads // 2),
         max_position_embeddings=positions,
@@ -108,12 +113,15 @@ def build_tiny_model(
     hidden_size: int = 64,
     num_attention_heads: int = 4,
     max_position_embeddings: int = 1024,
+    num_hidden_layers: int = 2,
 ) -> Path:
     """Build (once per ``out_dir`` and settings) and return the directory of a tiny Llama model
     that ``AutoModelForCausalLM.from_pretrained`` / ``AutoTokenizer.from_pretrained`` (and vLLM)
     load. vLLM's attention kernels want a head size of 64 or more: use ``hidden_size=128,
     num_attention_heads=2`` there. ``max_position_embeddings`` is its context (its byte-level
-    tokenizer of 512 tokens spends about one token per 1-2 characters of Reddit text)."""
+    tokenizer of 512 tokens spends about one token per 1-2 characters of Reddit text);
+    ``num_hidden_layers`` with a larger ``hidden_size`` makes a model of a realistic size for
+    timing an engine on a GPU (random weights, the same tiny tokenizer)."""
     out_dir = Path(out_dir)
     marker = out_dir / "tiny_build.json"
     expected = {
@@ -124,6 +132,8 @@ def build_tiny_model(
     }
     if max_position_embeddings != 1024:  # earlier builds' markers stay valid
         expected["max_position_embeddings"] = max_position_embeddings
+    if num_hidden_layers != 2:
+        expected["num_hidden_layers"] = num_hidden_layers
     if marker.exists():
         try:
             if json.loads(marker.read_text()) == expected:
@@ -133,7 +143,14 @@ def build_tiny_model(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        _build(staging, seed, hidden_size, num_attention_heads, max_position_embeddings)
+        _build(
+            staging,
+            seed,
+            hidden_size,
+            num_attention_heads,
+            max_position_embeddings,
+            num_hidden_layers,
+        )
         (staging / "tiny_build.json").write_text(json.dumps(expected))
         if out_dir.exists():
             shutil.rmtree(out_dir, ignore_errors=True)
