@@ -4,7 +4,8 @@
 MinJobAge=3600 so finished jobs stay visible to squeue); the CPU stages of the default pipeline
 run with `--profile profiles/slurm` (job status through squeue), scaled out where the local run
 is one job (the posts, group-ness and graph in GRAPH_BUCKETS user buckets, the BM25 topic splits
-in three shards), and their outputs must equal a local run's; `.ci/slurm/stop.sh` stops exactly the daemons that were
+in three shards; the per-bucket jobs bundled in group jobs, as docs/cluster.md advises for many
+short jobs), and their outputs must equal a local run's; `.ci/slurm/stop.sh` stops exactly the daemons that were
 started. Skips (with the reason) only where it cannot be root, or Slurm is not installed
 (`.ci/run` installs it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this
 host's own Slurm (or to another running cluster of start.sh), which the test leaves alone.
@@ -57,6 +58,18 @@ EXPORT_FILES = (
 )
 # The posts' and the graph's user buckets on Slurm (ingest.buckets; the local run has one).
 GRAPH_BUCKETS = 4
+# The per-bucket rules, bundled GRAPH_BUCKETS connected components to a Slurm job (Snakemake's
+# --groups / --group-components, the recipe docs/cluster.md gives for many short jobs): a Slurm
+# job costs a jobstep Snakemake (~3 CPU s to import and parse the workflow) whatever its work,
+# so the sample's 84 bucket jobs of a second each would be most of this test's CPU.
+BUCKET_GROUPS = {
+    "merge_bucket": "posts_bucket_jobs",
+    "graph_bucket": "graph_bucket_jobs",
+    "graph_overlaps": "graph_overlap_jobs",
+    "groupness_bucket": "groupness_bucket_jobs",
+    "groupness_posts": "demographic_part_jobs",  # with the self-ID search of the part it writes
+    "selfid_bucket": "demographic_part_jobs",
+}
 # The one posts table of the local run; the Slurm run writes it as GRAPH_BUCKETS bucket files.
 POSTS_TABLE = "results/posts/posts.parquet"
 SLURM_TARGETS = tuple(t for t in CPU_TARGETS if t != POSTS_TABLE)
@@ -212,19 +225,22 @@ SLURM_PIPELINE_TIMEOUT = pytest.mark.timeout(2400)
 
 class SlurmPipeline:
     """One run of the CPU stages through the Slurm profile: its working copy, the local run's
-    topic plan it was cut against, and the rule of every Slurm job it submitted."""
+    topic plan it was cut against, the rule (or group) of every Slurm job it submitted and the
+    rule of every job it ran (a group's jobs each once)."""
 
-    def __init__(self, workdir: Path, local_plan: dict, submitted: list[str]):
+    def __init__(self, workdir: Path, local_plan: dict, submitted: list[str], ran: list[str]):
         self.workdir = workdir
         self.local_plan = local_plan
         self.submitted = submitted
+        self.ran = ran
 
 
 @pytest.fixture(scope="module")
 def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipeline:
     """The CPU stages on Slurm, scaled out where the local run is one job: the BM25 topic splits
     in three shards (one locally) and the graph in GRAPH_BUCKETS user buckets (one job
-    locally), every job its own Slurm job. Both cases below read this one run."""
+    locally), every job a Slurm job or, for the per-bucket rules (BUCKET_GROUPS), part of a group
+    job of GRAPH_BUCKETS of them. Both cases below read this one run."""
     workdir = copy_repo(tmp_path_factory.mktemp("slurm-run") / "repo")
     local_plan = json.loads((default_run / "results/topics/shards/posts/plan.json").read_text())
     assert len(local_plan["shards"]) == 1
@@ -250,7 +266,15 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
         "5",
         "--retries",
         "0",
-        *SLURM_TARGETS,
+        *SLURM_TARGETS,  # before the options that take a list
+        # a group job's width: its jobs one at a time, so it requests one job's CPU and memory
+        # (--cores does not limit the run itself on a cluster, only the groups' layering)
+        "--cores",
+        "1",
+        "--groups",
+        *(f"{rule}={group}" for rule, group in BUCKET_GROUPS.items()),
+        "--group-components",
+        *(f"{group}={GRAPH_BUCKETS}" for group in sorted(set(BUCKET_GROUPS.values()))),
         cwd=workdir,
         timeout=1500,
     )
@@ -266,8 +290,20 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
     new = [row.split("|") for row in rows if row.split("|")[0] not in jobs_before]
     assert len(new) >= 10, f"expected the pipeline's jobs in squeue, got {new}"
     assert all(state == "COMPLETED" for _, state, _ in new), new
+    # a job's comment is rule_<rule>_wildcards_..., a group job's rule_<group>_<its rules>
     submitted = [comment.split("_wildcards")[0].removeprefix("rule_") for *_, comment in new]
-    return SlurmPipeline(workdir, local_plan, submitted)
+    # every job the run ran, in a group job or alone: Snakemake's log names each one's rule and
+    # job id (a group job's jobs may be listed more than once: each id is counted once)
+    log = max((workdir / ".snakemake" / "log").glob("*.snakemake.log"), key=os.path.getmtime)
+    job_ids = set(
+        re.findall(
+            r"^\s*(?:rule|checkpoint) (\w+):\n(?:\s+\w+: .*\n)*?\s+jobid: (\d+)$",
+            log.read_text(),
+            flags=re.MULTILINE,
+        )
+    )
+    ran = [rule for rule, _ in sorted(job_ids)]
+    return SlurmPipeline(workdir, local_plan, submitted, ran)
 
 
 @SLURM_PIPELINE_TIMEOUT
@@ -279,6 +315,14 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
     assert {"synth", "ingest", "graph", "groupness", "topic_splits"} <= submitted_rules, (
         submitted_rules
     )
+    # the per-bucket rules ran bundled: each group a few Slurm jobs, none of its rules alone
+    ran = slurm_pipeline.ran
+    for group in set(BUCKET_GROUPS.values()):
+        bundled = [rule for rule, g in BUCKET_GROUPS.items() if g == group]
+        jobs = sum(ran.count(rule) for rule in bundled)
+        group_jobs = submitted.count(f"{group}_{'_'.join(sorted(bundled))}")
+        assert 1 <= group_jobs < jobs, (group, jobs, submitted)
+        assert not set(bundled) & submitted_rules, submitted_rules
     # the sharded BM25 stage: one cut, a statistics and a scoring job per shard, one reduce of
     # the statistics and one merge, each its own Slurm job
     for rule, jobs in (
@@ -339,12 +383,13 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
 
 @SLURM_PIPELINE_TIMEOUT
 def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
-    """The posts and the graph as GRAPH_BUCKETS user buckets (ingest.buckets), each map job a
-    Slurm job of its own (a split per ingest file, a merge per bucket and the report; a group-ness
-    job, a D_d part job and a self-ID search job per demographic and bucket; one membership and
-    one co-membership job per bucket, one count job and one reduce), gives the single-machine run's one-job graph, and the dataset
-    exported downstream of it is the local export, file for file."""
-    submitted = slurm_pipeline.submitted
+    """The posts and the graph as GRAPH_BUCKETS user buckets (ingest.buckets), each map job run
+    through Slurm (a split per ingest file, a merge per bucket and the report; a group-ness job,
+    a D_d part job and a self-ID search job per demographic and bucket; one membership and one
+    co-membership job per bucket, one count job and one reduce; the per-bucket ones bundled in
+    group jobs), gives the single-machine run's one-job graph, and the dataset exported
+    downstream of it is the local export, file for file."""
+    submitted = slurm_pipeline.ran
     ingest_jobs = submitted.count("ingest")
     assert ingest_jobs >= 1, submitted
     for rule, jobs in (
