@@ -5,6 +5,7 @@ the single job, checked against the single job and a dense brute force."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from fractions import Fraction
@@ -294,17 +295,16 @@ def test_dry_run_with_four_buckets_has_four_maps_and_one_reduce(tmp_path):
     assert "graph_bucket" not in one.stdout and "rule graph:" in one.stdout
 
 
-def test_snakemake_run_with_three_buckets_writes_the_one_jobs_graph(tmp_path):
-    """The real engine: the default config's graph with one job, then with ingest.buckets = 3
-    (the changed rule re-runs as the reduce of the bucket jobs): byte-identical outputs, and the
-    buckets' scratch files removed."""
-    work = copy_repo(tmp_path / "repo")
+def test_snakemake_run_with_three_buckets_writes_the_one_jobs_graph(default_run, tmp_path):
+    """The real engine: the default config's graph with one job (the session's default run),
+    then, in a copy of that run, with ingest.buckets = 3 (the changed rule re-runs as the reduce
+    of the bucket jobs): byte-identical outputs, and the buckets' scratch files removed."""
+    work = tmp_path / "repo"
+    shutil.copytree(default_run, work, symlinks=True)
     target = "results/graph/neighbours.parquet"
-    one = run_snakemake(work, target)
-    assert one.returncode == 0, one.stderr[-3000:]
     graph_dir = work / "results" / "graph"
     names = ("subreddits.parquet", "neighbours.parquet", "summary.json")
-    before = {name: (graph_dir / name).read_bytes() for name in names}
+    before = {name: (default_run / "results" / "graph" / name).read_bytes() for name in names}
     summed = run_snakemake(work, target, "--config", "ingest={buckets: 3}")
     assert summed.returncode == 0, summed.stderr[-3000:]
     assert (work / "logs" / "graph" / "overlaps-2.log").exists(), "the bucket jobs did not run"

@@ -7,12 +7,13 @@ against P = 1."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
-from conftest import copy_repo, run_snakemake
+from conftest import run_snakemake
 from splits.demographics.groupness import (
     AGGREGATE_COLUMNS,
     bucket_users,
@@ -219,29 +220,29 @@ def _run_outputs(results: Path, keys: list[str]) -> dict[str, object]:
 
 
 def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_one(
-    tmp_path, monkeypatch
+    default_run, tmp_path
 ):
     """The real engine on the generated corpus (synth): group-ness and self-ID of every
     demographic at ingest.buckets = 4 (a job per demographic and bucket, the reduce, then jobs
-    per demographic and bucket writing D_d's part and finding its self-ID phrases) and at 1, on to the topic splits and the
-    exported dataset: the same users, D_d (its parts together, row for row), reports, matches,
-    curves, thresholds, topic posts and export."""
+    per demographic and bucket writing D_d's part and finding its self-ID phrases) and at 1 (the
+    session's default run; the P = 4 run goes on from a copy of it, so its synth and ingest
+    shards are reused and everything from the buckets on re-runs), on to the topic splits and
+    the exported dataset: the same users, D_d (its parts together, row for row), reports,
+    matches, curves, thresholds, topic posts and export."""
     from splits.config.definitions import load_demographics
 
-    monkeypatch.setenv("SPLITS_SALT", "a test's salt, real inputs need one")
-    work = copy_repo(tmp_path / "repo")
+    work = tmp_path / "repo"
+    shutil.copytree(default_run, work, symlinks=True)
     keys = [d.key for d in load_demographics(work / "config" / "demographics.sample.yaml")]
-    runs = {}
-    for buckets in (1, 4):
-        outdir = f"results-{buckets}"
-        config = [f"ingest={{buckets: {buckets}}}", f"outdir={outdir}"]
-        targets = [f"{outdir}/demographics/{key}/threshold.json" for key in keys]
-        targets += [f"{outdir}/dataset/export/README.md", f"{outdir}/topics/topic_posts.parquet"]
-        proc = run_snakemake(work, *targets, "--config", *config, timeout=1500)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        runs[buckets] = _run_outputs(work / outdir, keys)
+    for key in keys:  # the one-bucket D_d, which a P = 4 run must not write
+        (work / "results" / "demographics" / key / "posts.parquet").unlink()
+    targets = [f"results/demographics/{key}/threshold.json" for key in keys]
+    targets += ["results/dataset/export/README.md", "results/topics/topic_posts.parquet"]
+    proc = run_snakemake(work, *targets, "--config", "ingest={buckets: 4}", timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = {1: _run_outputs(default_run / "results", keys), 4: _run_outputs(work / "results", keys)}
     for key in keys:
-        folder = work / "results-4" / "demographics" / key
+        folder = work / "results" / "demographics" / key
         assert len(list((folder / "buckets").iterdir())) == 8
         assert sorted(p.name for p in (folder / "posts").iterdir()) == [
             f"{b}.parquet" for b in range(4)
@@ -250,8 +251,8 @@ def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_on
         assert (work / "logs" / "groupness_bucket" / key / "3.log").exists()
         assert (work / "logs" / "groupness_posts" / key / "3.log").exists()
         assert (work / "logs" / "selfid_bucket" / key / "3.log").exists()
-        assert not (work / "results-1" / "demographics" / key / "buckets").exists()
-        assert not (work / "results-1" / "demographics" / key / "posts").exists()
+        assert not (default_run / "results" / "demographics" / key / "buckets").exists()
+        assert not (default_run / "results" / "demographics" / key / "posts").exists()
     one, four = runs[1], runs[4]
     assert set(one) == set(four)
     assert sum(one[f"{key}/selfid_matches"].height for key in keys) > 0
