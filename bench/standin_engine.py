@@ -28,8 +28,14 @@ from typing import Any
 
 from splits.llm.base import Backend, Completion, Request
 
+# The stand-in's model names are on no hub: its jobs ask none (HF_HUB_OFFLINE, what the
+# Snakefile gives the jobs of a real run whose hub models are cached and whose hub cannot be
+# reached), so a job's prompt-length check finds no tokenizer at once instead of after the hub
+# client's retries (about 25 s per lookup, two per LLM job, on a machine without a network).
 SITECUSTOMIZE = """\
+import os
 import sys
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, {bench!r})
 import standin_engine
 standin_engine.install({builds!r}, {load_s!r})

@@ -392,7 +392,12 @@ def test_served_workflow_builds_one_engine_per_model(default_run, tmp_path):
     site = standin_engine.write_sitecustomize(tmp_path / "site", builds, 0.2)
     pythonpath = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {**_env(None), "PYTHONHASHSEED": "0", "PYTHONPATH": pythonpath}
-    _snakemake(workdir, env, "--quiet", "rules")
+    # the outputs of the LLM stages (the self-ID verifier's thresholds, the evaluation's
+    # accuracies) and what they need; the rest of the default target (hypotheses, probes,
+    # report pages) uses no model of this config
+    experiment = "results/evaluation/experiments/sample/summary.csv"
+    thresholds = "results/demographics/thresholds.json"
+    _snakemake(workdir, env, experiment, thresholds, "--quiet", "rules")
     records = standin_engine.read_builds(builds)
     # one build per model, each in its server
     assert sorted((r["model"], r["argv"][0]) for r in records) == [
@@ -408,14 +413,12 @@ def test_served_workflow_builds_one_engine_per_model(default_run, tmp_path):
     # the run stopped its servers when it ended
     assert not list((workdir / "results/llm/servers").glob("*.json"))
     # the stand-ins answer as the builtin models: the default run's accuracies, renamed
-    experiment = "results/evaluation/experiments/sample/summary.csv"
     renamed = {"oracle-lexical": "dual", "no-theory": "tm2", "lexical": "dual"}
     expected = pl.read_csv(default_run / experiment).with_columns(
         pl.col("tm").replace(renamed), pl.col("cm").replace(renamed)
     )
     got = pl.read_csv(workdir / experiment)
     assert got.sort("tm", "cm", "k").equals(expected.sort("tm", "cm", "k"))
-    thresholds = "results/demographics/thresholds.json"
     assert json.loads((workdir / thresholds).read_text()) == json.loads(
         (default_run / thresholds).read_text()
     )
