@@ -147,3 +147,22 @@ def test_transformers_model_through_the_cache(tiny_path, tmp_path):
     assert [(c.text, c.prompt_tokens, c.output_tokens) for c in cached] == [
         (c.text, c.prompt_tokens, c.output_tokens) for c in fresh
     ]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_batches_equal_one_prompt_at_a_time_and_the_cpu(tiny_path, reference):
+    """On a GPU (float32): the backend's padded, length-sorted batches give each prompt the
+    greedy tokens it gets alone, and the tokens of the plain Hugging Face oracle on the CPU."""
+    tok, run = reference
+    spec = {"backend": "transformers", "model": str(tiny_path), "device": "cuda"}
+    requests = [Request(prompt=p, params=GREEDY) for p in PROMPTS]
+    with load_model("tiny", {"tiny": {**spec, "batch_size": 3}}, cache_path=None) as gpu:
+        batched = gpu.generate(requests)
+        alone = [gpu.generate([r])[0] for r in requests]
+    assert [c.text for c in batched] == [c.text for c in alone]
+    assert len({c.text for c in batched}) == len(requests)
+    for request, completion in zip(requests, batched, strict=True):
+        expected = run(tok(request.prompt)["input_ids"], GREEDY.max_tokens)
+        if tok.eos_token_id in expected:
+            expected = expected[: expected.index(tok.eos_token_id) + 1]
+        assert completion.text == tok.decode(expected, skip_special_tokens=True)
