@@ -99,6 +99,29 @@ def generated_prompts(n: int, seed: int = 0) -> list[str]:
     return prompts
 
 
+def prompts_line(args, prompts: list[str]) -> str:
+    """One line saying what is measured: the prompts' token lengths under the model's
+    tokenizer, the model, dtype, new-token budget, and the device (with the machine's load)."""
+    import os
+    import subprocess
+
+    import torch
+    from transformers import AutoTokenizer
+
+    lengths = sorted(
+        len(ids) for ids in AutoTokenizer.from_pretrained(args.model)(prompts)["input_ids"]
+    )
+    device = (
+        torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"{os.cpu_count()} CPUs"
+    )
+    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    return (
+        f"{len(prompts)} CM prompts ({lengths[0]}-{lengths[-1]} tokens, median "
+        f"{lengths[len(lengths) // 2]}), model {args.model}, {args.dtype}, at most "
+        f"{args.max_tokens} new tokens, on {device}; uptime: {load}"
+    )
+
+
 def release_hf(args, prompts: list[str]) -> dict:
     """The release's loop, timed: load, then batches of 8 in the given order."""
     import torch
@@ -232,7 +255,12 @@ def main() -> None:
         if args.tiny:
             args.model = str(build_tiny_model(folder))
         else:
-            hidden, layers = (int(part) for part in args.random_model.split(","))
+            try:
+                hidden, layers = (int(part) for part in args.random_model.split(","))
+            except ValueError:
+                parser.error(
+                    f"--random-model: {args.random_model!r} is not HIDDEN,LAYERS (e.g. 2048,16)"
+                )
             args.model = str(
                 build_tiny_model(
                     folder,
@@ -243,22 +271,7 @@ def main() -> None:
                 )
             )
     prompts = cm_prompts(args) if args.rows else generated_prompts(args.prompts)
-    device = "CPU"
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        if torch.cuda.is_available():
-            device = torch.cuda.get_device_name(0)
-    from transformers import AutoTokenizer
-
-    lengths = sorted(
-        len(ids) for ids in AutoTokenizer.from_pretrained(args.model)(prompts)["input_ids"]
-    )
-    print(
-        f"{len(prompts)} CM prompts ({lengths[0]}-{lengths[-1]} tokens, median "
-        f"{lengths[len(lengths) // 2]}), model {args.model}, {args.dtype}, at most "
-        f"{args.max_tokens} new tokens, on {device}"
-    )
+    print(prompts_line(args, prompts))
     results = {}
     for engine in args.engines:
         if engine == "vllm" and importlib.util.find_spec("vllm") is None:

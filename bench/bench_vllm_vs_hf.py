@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -75,16 +74,7 @@ def main() -> None:
         prompts = engines.cm_prompts(args)
     else:
         prompts = engines.generated_prompts(args.prompts)
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    lengths = [len(tokenizer(p)["input_ids"]) for p in prompts]
-    load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(
-        f"{len(prompts)} prompts ({min(lengths)}-{max(lengths)} tokens, mean "
-        f"{sum(lengths) / len(lengths):.0f}), model {args.model}, {args.dtype}, at most "
-        f"{args.max_tokens} new tokens; {os.cpu_count()} CPUs; uptime: {load}"
-    )
+    print(engines.prompts_line(args, prompts))
     results = {}
     for name in ("release-hf", "vllm"):
         if name == "release-hf":

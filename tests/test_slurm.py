@@ -389,23 +389,23 @@ def test_graph_buckets_on_slurm_equal_local_run(slurm_pipeline, default_run):
     co-membership job per bucket, one count job and one reduce; the per-bucket ones bundled in
     group jobs), gives the single-machine run's one-job graph, and the dataset exported
     downstream of it is the local export, file for file."""
-    submitted = slurm_pipeline.ran
-    ingest_jobs = submitted.count("ingest")
-    assert ingest_jobs >= 1, submitted
+    ran = slurm_pipeline.ran
+    ingest_jobs = ran.count("ingest")
+    assert ingest_jobs >= 1, ran
     for rule, jobs in (
         ("split_posts", ingest_jobs),
         ("merge_bucket", GRAPH_BUCKETS),
         ("ingest_report", 1),
         ("merge_posts", 0),
-        ("groupness_bucket", GRAPH_BUCKETS * submitted.count("groupness")),
-        ("groupness_posts", GRAPH_BUCKETS * submitted.count("groupness")),
-        ("selfid_bucket", GRAPH_BUCKETS * submitted.count("selfid")),
+        ("groupness_bucket", GRAPH_BUCKETS * ran.count("groupness")),
+        ("groupness_posts", GRAPH_BUCKETS * ran.count("groupness")),
+        ("selfid_bucket", GRAPH_BUCKETS * ran.count("selfid")),
         ("graph_bucket", GRAPH_BUCKETS),
         ("graph_subreddits", 1),
         ("graph_overlaps", GRAPH_BUCKETS),
         ("graph", 1),
     ):
-        assert submitted.count(rule) == jobs, (rule, submitted)
+        assert ran.count(rule) == jobs, (rule, ran)
     workdir = slurm_pipeline.workdir
     # the buckets' files are temp(): gone once the reduce has read them
     assert not list((workdir / "results/graph/buckets").rglob("*.parquet"))
