@@ -221,6 +221,34 @@ def _parquet_files(root: Path) -> dict[str, Path]:
 # pytest-timeout counts the fixtures: the local run and the whole CPU DAG through Slurm, 2-3
 # minutes on an idle 2-core machine, over the suite's 900 s on a loaded one
 SLURM_PIPELINE_TIMEOUT = pytest.mark.timeout(2400)
+# Snakemake's Slurm executor, run with its status checks at most STATUS_CHECK_S apart. The plugin
+# (snakemake-executor-plugin-slurm 2.x) waits 10 s longer after each round of checks in which no
+# job finished, up to 180 s, a pace made for a real cluster's minutes-long jobs: here the jobs
+# take seconds and the DAG is some thirty steps deep, so its waits were most of this test's
+# 10-14 minutes (events in the run's log fell on a 12 s and a 33 s grid). Only the wait between
+# rounds is capped (RemoteExecutor.sleep); submission, squeue status and job steps are the
+# plugin's own.
+STATUS_CHECK_S = 2
+SNAKEMAKE_CAPPED_STATUS_WAIT = f"""
+import sys
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
+
+_sleep = RemoteExecutor.sleep
+
+
+async def _capped_sleep(self):
+    self.next_seconds_between_status_checks = min(
+        self.next_seconds_between_status_checks, {STATUS_CHECK_S}
+    )
+    await _sleep(self)
+
+
+RemoteExecutor.sleep = _capped_sleep
+from snakemake.cli import main
+
+sys.argv[0] = "snakemake"
+sys.exit(main())
+"""
 
 
 class SlurmPipeline:
@@ -254,8 +282,8 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
     jobs_before = set(slurm_cluster.run("squeue", "-h", "--states=all", "-o", "%i").stdout.split())
     proc = slurm_cluster.run(
         sys.executable,
-        "-m",
-        "snakemake",
+        "-c",
+        SNAKEMAKE_CAPPED_STATUS_WAIT,
         "--profile",
         "profiles/slurm",
         "--slurm-status-command",
