@@ -166,7 +166,7 @@ QUICK_FILES = frozenset(
 PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})
 
 
-# The test files that take longest (their summed durations in a full run on 2 cores, 2026-11-26),
+# The test files that take longest (their summed durations in a full run on 2 cores, 2026-11-27),
 # longest first. With ``--no-loadscope-reorder`` (pyproject.toml) xdist's ``--dist loadfile`` hands
 # the files to the workers in collection order (by default it orders them by their number of
 # tests), so a long file collected late is the last worker's tail; collected first, the short
@@ -174,9 +174,9 @@ PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})
 LONG_FILES = tuple(
     f"test_{name}.py"
     for name in """
-    slurm llm_serve pipeline_faults clean_runs bench install group_splits evaluation_pipeline
-    security groupness_buckets llm_batch sandbox_fails_closed topics_pipeline posts_partitions
-    llm_vllm hypotheses_pipeline hypotheses_release graph_buckets custom_tm
+    slurm bench install pipeline_faults llm_serve clean_runs security group_splits llm_batch
+    evaluation_pipeline groupness_buckets posts_partitions ingest_faults reruns topics_pipeline
+    custom_tm graph_buckets hypotheses_release sandbox_fails_closed hypotheses_pipeline llm_vllm
     """.split()
 )
 LONG_FILE_RANK = {name: rank for rank, name in enumerate(LONG_FILES)}

@@ -1,7 +1,8 @@
-"""What a user sees around a run of the default pipeline: the checkout stays clean (no tracked or
-untracked file changes), two clean runs give byte-identical outputs, and a run killed with SIGKILL
-(Snakemake and its jobs, as a closed terminal or the OOM killer would) is finished by the plain
-command with no manual step, with the outputs of a clean run."""
+"""What a user sees around a run of the default pipeline: a run killed with SIGKILL (Snakemake and
+its jobs, as a closed terminal or the OOM killer would) is finished by the plain command with no
+manual step, its outputs byte for byte those of another run (the session's default run), and the
+checkout stays clean (no tracked or untracked file changes). One run serves both cases (a whole
+default pipeline run is the file's cost)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from conftest import copy_repo
 from helpers import splits_jobs_of, start_snakemake
 
@@ -59,20 +62,26 @@ def git(workdir: Path, *args: str) -> str:
     ).stdout
 
 
-def test_run_leaves_checkout_clean_and_repeats_byte_for_byte(tmp_path, default_run):
-    work = copy_repo(tmp_path / "clone")
+@dataclass
+class KilledRun:
+    """A run of the plain command in a git checkout of the repository, killed with SIGKILL half
+    way, then finished by the plain command and run once more: what each step returned."""
+
+    work: Path
+    killed: int  # the killed run's return code
+    locks: list[Path]  # the locks it left
+    done: subprocess.CompletedProcess
+    again: subprocess.CompletedProcess | None  # None where ``done`` failed
+
+
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory) -> KilledRun:
+    """One run for both cases below (a default pipeline run is this file's cost): the checkout is
+    committed first, so that ``git status`` shows anything the run adds or changes."""
+    work = copy_repo(tmp_path_factory.mktemp("clean-runs") / "clone")
     git(work, "init", "-q")
     git(work, "add", "-A")
     git(work, "commit", "-q", "-m", "checkout")
-    proc = plain_command(work)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert git(work, "status", "--porcelain", "--untracked-files=all") == ""
-    assert (work / "results" / "benchmarks").is_dir()  # the benchmark records are kept, ignored
-    assert_same_outputs(work, default_run)
-
-
-def test_killed_run_is_finished_by_the_plain_command(tmp_path, default_run):
-    work = copy_repo(tmp_path / "clone")
     proc = start_snakemake(work)
     # kill when some stages are done and jobs of later ones run (their outputs half-written)
     posts = work / "results" / "posts" / "posts.parquet"
@@ -83,14 +92,30 @@ def test_killed_run_is_finished_by_the_plain_command(tmp_path, default_run):
             break
         time.sleep(0.05)
     proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    assert list((work / ".snakemake" / "locks").glob("*.lock")), "the killed run left no lock"
-
+    locks = list((work / ".snakemake" / "locks").glob("*.lock"))
     done = plain_command(work)
+    again = plain_command(work) if done.returncode == 0 else None
+    return KilledRun(work, proc.returncode, locks, done, again)
+
+
+def test_run_leaves_checkout_clean_and_repeats_byte_for_byte(killed_run, default_run):
+    """The finished run's outputs are byte for byte those of the session's default run (another
+    run of the same command and config), and the checkout holds no change and no new file."""
+    work = killed_run.work
+    assert killed_run.done.returncode == 0, killed_run.done.stderr[-4000:]
+    assert git(work, "status", "--porcelain", "--untracked-files=all") == ""
+    assert (work / "results" / "benchmarks").is_dir()  # the benchmark records are kept, ignored
+    assert_same_outputs(work, default_run)
+
+
+def test_killed_run_is_finished_by_the_plain_command(killed_run, default_run):
+    assert killed_run.killed == -signal.SIGKILL, "the run finished before it could be killed"
+    assert killed_run.locks, "the killed run left no lock"
+    done = killed_run.done
     assert done.returncode == 0, done.stderr[-4000:]
     assert "Removed the locks of a killed Snakemake run" in done.stderr
-    assert_same_outputs(work, default_run)
-    again = plain_command(work)
+    assert_same_outputs(killed_run.work, default_run)
+    again = killed_run.again
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
