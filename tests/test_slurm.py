@@ -224,7 +224,7 @@ SLURM_PIPELINE_TIMEOUT = pytest.mark.timeout(2400)
 # Snakemake's Slurm executor, run with its status checks at most STATUS_CHECK_S apart. The plugin
 # (snakemake-executor-plugin-slurm 2.x) waits 10 s longer after each round of checks in which no
 # job finished, up to 180 s, a pace made for a real cluster's minutes-long jobs: here the jobs
-# take seconds and the DAG is some thirty steps deep, so its waits were most of this test's
+# take seconds and the DAG is some twenty steps deep, so its waits were most of this test's
 # 10-14 minutes (events in the run's log fell on a 12 s and a 33 s grid). Only the wait between
 # rounds is capped (RemoteExecutor.sleep); submission, squeue status and job steps are the
 # plugin's own.
