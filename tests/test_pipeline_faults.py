@@ -110,8 +110,11 @@ def test_stop_word_topic_stops_before_running(tmp_path):
     _no_traceback(work, proc)
 
 
-def test_k_too_large_stops_at_the_topic_splits_naming_k_and_pools(tmp_path):
-    work = _workdir(tmp_path, {"sampling": {"k": 400}})
+def test_k_too_large_stops_at_the_topic_splits_naming_k_and_pools(tmp_path, default_run):
+    # from the default run, as after a user's edit of sampling.k: its dataset removed, so that
+    # what the run makes after the edit is seen
+    work = _workdir(tmp_path, {"sampling": {"k": 400}}, finished_run=default_run)
+    shutil.rmtree(work / "results" / "dataset")
     proc = _snakemake(work)
     assert proc.returncode != 0
     # every topic is too small for k = 400: the topic splits stop before sampling
