@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -102,9 +104,6 @@ def generated_prompts(n: int, seed: int = 0) -> list[str]:
 def prompts_line(args, prompts: list[str]) -> str:
     """One line saying what is measured: the prompts' token lengths under the model's
     tokenizer, the model, dtype, new-token budget, and the device (with the machine's load)."""
-    import os
-    import subprocess
-
     import torch
     from transformers import AutoTokenizer
 

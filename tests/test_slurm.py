@@ -75,7 +75,7 @@ POSTS_TABLE = "results/posts/posts.parquet"
 SLURM_TARGETS = tuple(t for t in CPU_TARGETS if t != POSTS_TABLE)
 CPU_RESULT_DIRS = ("posts", "graph", "demographics", "topics", "dataset")
 
-pytestmark = pytest.mark.slow  # about 2-3 minutes on an idle 2-core machine
+pytestmark = pytest.mark.slow  # about 8 minutes on an idle 2-core machine (2026-11-27)
 
 
 def _missing_binaries() -> list[str]:
@@ -218,8 +218,8 @@ def _parquet_files(root: Path) -> dict[str, Path]:
     return files
 
 
-# pytest-timeout counts the fixtures: the local run and the whole CPU DAG through Slurm, 2-3
-# minutes on an idle 2-core machine, over the suite's 900 s on a loaded one
+# pytest-timeout counts the fixtures: the local run and the whole CPU DAG through Slurm, about 8
+# minutes on an idle 2-core machine, 11-14 in the suite on a loaded one
 SLURM_PIPELINE_TIMEOUT = pytest.mark.timeout(2400)
 # Snakemake's Slurm executor, run with its status checks at most STATUS_CHECK_S apart. The plugin
 # (snakemake-executor-plugin-slurm 2.x) waits 10 s longer after each round of checks in which no
@@ -230,17 +230,14 @@ SLURM_PIPELINE_TIMEOUT = pytest.mark.timeout(2400)
 # plugin's own.
 STATUS_CHECK_S = 2
 SNAKEMAKE_CAPPED_STATUS_WAIT = f"""
+import asyncio
 import sys
-from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 
-_sleep = RemoteExecutor.sleep
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 
 
 async def _capped_sleep(self):
-    self.next_seconds_between_status_checks = min(
-        self.next_seconds_between_status_checks, {STATUS_CHECK_S}
-    )
-    await _sleep(self)
+    await asyncio.sleep(min(self.next_seconds_between_status_checks, {STATUS_CHECK_S}))
 
 
 RemoteExecutor.sleep = _capped_sleep
