@@ -17,6 +17,7 @@ copies it first).
 
 from __future__ import annotations
 
+import compileall
 import hashlib
 import json
 import os
@@ -42,6 +43,16 @@ COPY_IGNORE = shutil.ignore_patterns(
     ".hypothesis",
     "*.egg-info",
 )
+
+
+def pytest_configure(config) -> None:
+    """The package's bytecode, compiled once by the controlling process: the pipeline runs'
+    jobs import the package from this checkout (the editable install), and where Python may not
+    write bytecode (PYTHONDONTWRITEBYTECODE, set in some shells and CI images) each job compiled
+    every module it imports again (~0.2 CPU s a job, measured, over more than a thousand jobs in
+    the suite). A user's first run writes the same files (``__pycache__``, ignored by git)."""
+    if not hasattr(config, "workerinput"):  # not in each pytest-xdist worker
+        compileall.compile_dir(REPO / "workflow" / "splits", quiet=1)
 
 
 @pytest.fixture(scope="session")
