@@ -13,16 +13,18 @@ buckets' ``A_b^T A_b``. The steps, one job each:
 3. ``write_bucket_overlaps`` (one per bucket): the bucket's incidence over the kept subreddits
    and its co-membership counts, written in blocks of subreddit rows sorted by row;
 4. ``reduce_buckets`` (one): per block of subreddit rows, the buckets' counts of those rows
-   added up and the exact top K of both measures, ranked as the single job ranks them.
+   added up (one bucket's at a time, into the block's dense counts) and the exact top K of both
+   measures, ranked as the single job ranks them.
 
 The result equals ``build.compute_graph``'s. Memory: steps 1 and 3 hold one bucket's
-memberships (and step 3 one block of its product); step 4 one block of rows of every bucket.
+memberships (and step 3 one block of its product); step 4 a block's dense counts and one
+bucket's entries of that block at a time (per thread), whatever the number of buckets.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -200,38 +202,11 @@ def write_bucket_overlaps(
 
 
 @numba.njit(nogil=True, cache=True)
-def _sum_by_row(rows, cols, counts, n_rows, n_cols):
-    """CSR (indptr, cols, counts) of (row, col, count) entries with the counts of equal
-    (row, col) added up (one entry per bucket that has the pair): a counting sort by row, then
-    one dense accumulator of the columns, reset after each row."""
-    start = np.zeros(n_rows + 1, dtype=np.int64)
-    for r in rows:
-        start[r + 1] += 1
-    for r in range(n_rows):
-        start[r + 1] += start[r]
-    slot = start[:-1].copy()
-    by_row = np.empty(rows.shape[0], dtype=np.int64)
+def _add_overlaps(dense, rows, cols, counts, start):
+    """Add one bucket's (row, col, count) entries of a block of rows into the block's dense
+    counts (``dense[row - start, col]``)."""
     for i in range(rows.shape[0]):
-        by_row[slot[rows[i]]] = i
-        slot[rows[i]] += 1
-    total = np.zeros(n_cols, dtype=np.int64)
-    indptr = np.zeros(n_rows + 1, dtype=np.int64)
-    out_cols = np.empty(rows.shape[0], dtype=np.int64)
-    out_counts = np.empty(rows.shape[0], dtype=np.int64)
-    n = 0
-    for r in range(n_rows):
-        first = n
-        for p in range(start[r], start[r + 1]):
-            col = cols[by_row[p]]
-            if total[col] == 0:
-                out_cols[n] = col
-                n += 1
-            total[col] += counts[by_row[p]]
-        for q in range(first, n):
-            out_counts[q] = total[out_cols[q]]
-            total[out_cols[q]] = 0
-        indptr[r + 1] = n
-    return indptr, out_cols[:n], out_counts[:n]
+        dense[rows[i] - start, cols[i]] += counts[i]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -266,18 +241,28 @@ def _top_k_of_rows(indptr, cols, counts, start, sizes, k, out_cols, out_overlap,
 
 
 def block_top_k_from_overlaps(
-    overlaps: pl.DataFrame, start: int, stop: int, sizes: np.ndarray, k: int
+    parts: Iterable[pl.DataFrame], start: int, stop: int, sizes: np.ndarray, k: int
 ) -> BlockNeighbours:
     """Top-k neighbours of rows [start, stop) from the buckets' (row, col, overlap) counts of
-    those rows (a pair once per bucket that has it: added up here)."""
+    those rows, one bucket's ``parts`` at a time (a pair once per bucket that has it): added up
+    in a dense block of counts, so that the block's memory does not grow with the number of
+    buckets (the block's height is ``rows_per_block``'s, whose budget assumes 128 bytes per
+    entry of a dense block: these 8-byte counts use a sixteenth of it)."""
     n_rows = stop - start
-    indptr, summed_cols, summed = _sum_by_row(
-        overlaps["row"].to_numpy().astype(np.int64) - start,
-        overlaps["col"].to_numpy().astype(np.int64),
-        overlaps["overlap"].to_numpy().astype(np.int64),
-        n_rows,
-        len(sizes),
-    )
+    dense = np.zeros((n_rows, len(sizes)), dtype=np.int64)
+    for part in parts:
+        _add_overlaps(
+            dense,
+            part["row"].to_numpy().astype(np.int64),
+            part["col"].to_numpy().astype(np.int64),
+            part["overlap"].to_numpy().astype(np.int64),
+            start,
+        )
+    rows, summed_cols = np.nonzero(dense)  # row by row, columns ascending
+    summed = dense[rows, summed_cols]
+    del dense
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
     cols = np.empty((2, n_rows, k), dtype=np.int64)
     top_overlaps = np.empty((2, n_rows, k), dtype=np.int64)
     count = np.zeros((2, n_rows), dtype=np.int64)
@@ -301,12 +286,15 @@ def reduce_buckets(
         )
     subreddits = pl.read_parquet(subreddits_file)
     names, sizes = kept_subreddits(subreddits)
-    scan = pl.scan_parquet([str(p) for p in overlap_files], schema=OVERLAPS_SCHEMA)
+    scans = [pl.scan_parquet(str(p), schema=OVERLAPS_SCHEMA) for p in overlap_files]
 
     def block(bounds: tuple[int, int]) -> BlockNeighbours:
         start, stop = bounds
-        rows = scan.filter(pl.col("row").is_between(start, stop - 1)).collect()
-        return block_top_k_from_overlaps(rows, start, stop, sizes, settings.k)
+        # one bucket's rows of the block at a time (the files are written in row groups of the
+        # same blocks, so each read skips the others): the block holds one bucket's entries,
+        # not every bucket's, and its memory stays flat as the buckets multiply
+        parts = (scan.filter(pl.col("row").is_between(start, stop - 1)).collect() for scan in scans)
+        return block_top_k_from_overlaps(parts, start, stop, sizes, settings.k)
 
     def blocks() -> Iterator[BlockNeighbours]:
         ranges = block_ranges(len(names), rows_per_block(len(names), settings.block_mb))
