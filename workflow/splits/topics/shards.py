@@ -18,6 +18,7 @@ from splits.io import ParquetAppender, read_json, write_json
 log = logging.getLogger(__name__)
 
 READ_BATCH_ROWS = 65_536  # rows of a demographic's posts file read at once
+READ_BUFFER_BYTES = 1 << 16  # of a posts file's column data read at once
 DEMOGRAPHIC_POST_COLUMNS = ("post_id", "author", "subreddit", "text", "percentile")
 
 
@@ -43,7 +44,10 @@ class _SortedPosts:
         if not path.exists():
             raise ConfigError(f"{path}: demographic posts file does not exist")
         self.key, self.path, self.threshold = key, path, float(threshold)
-        self._file = pq.ParquetFile(path)
+        # pages read as the batches need them (``buffer_size``), not a row group's whole column
+        # chunks at once (``pre_buffer``): the merge holds a stream per demographic and posts
+        # bucket, so a whole row group per stream grew with the buckets
+        self._file = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         missing = set(DEMOGRAPHIC_POST_COLUMNS) - set(self._file.schema_arrow.names)
         if missing:
             raise ConfigError(f"{path}: missing columns {sorted(missing)}")
