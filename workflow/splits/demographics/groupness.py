@@ -44,8 +44,8 @@ SCORE_DECIMALS = 9
 SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
 # D_d's Parquet data pages: small, because the topic splits merge every demographic's D_d (every
 # part of it, with ingest.buckets > 1) at once and a reader decodes a page per column and file:
-# with the default (~1 MiB) the merge of 180 parts (P = 30) peaked at 872 MiB, 560 MiB with these
-# (the files 17% larger)
+# the merge of 180 parts (P = 30) peaked at 775 MiB with the default (~1 MiB) pages, 560 MiB with
+# these (the files 17% larger)
 DD_PAGE_BYTES = 64 << 10
 CLOSEST_NAMES = 3  # subreddit names suggested for a seed that does not occur in the posts
 

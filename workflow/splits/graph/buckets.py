@@ -250,13 +250,9 @@ def block_top_k_from_overlaps(
     entry of a dense block: these 8-byte counts use a sixteenth of it)."""
     n_rows = stop - start
     dense = np.zeros((n_rows, len(sizes)), dtype=np.int64)
-    for part in parts:
+    for part in parts:  # the columns as stored (int32, int32, int64): no copies
         _add_overlaps(
-            dense,
-            part["row"].to_numpy().astype(np.int64),
-            part["col"].to_numpy().astype(np.int64),
-            part["overlap"].to_numpy().astype(np.int64),
-            start,
+            dense, part["row"].to_numpy(), part["col"].to_numpy(), part["overlap"].to_numpy(), start
         )
     rows, summed_cols = np.nonzero(dense)  # row by row, columns ascending
     summed = dense[rows, summed_cols]
