@@ -4,7 +4,10 @@
   reason, where it is absent.
 - ``default_run``: the default pipeline (``snakemake --cores 2`` on config/config.yaml) run once
   per test session in a temporary copy of the repository; returns that copy's root, whose
-  ``results/`` holds every stage's output and the generator's ground truth.
+  ``results/`` holds every stage's output and the generator's ground truth. It is run as a user's
+  interrupted run is (``interrupted_run``): killed half way, then finished by the plain command,
+  so that tests/test_clean_runs.py checks the resume on it rather than on a whole run of its own
+  (its outputs are checked byte for byte against a clean run's, the recorded manifest).
 - ``pipeline_runs``: the same for any config overrides (cached per distinct override set).
 
 Under pytest-xdist (``pytest`` runs the files on ``-n auto`` workers, pyproject.toml) a session
@@ -22,8 +25,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,6 +137,9 @@ class PipelineRuns:
     @staticmethod
     def _run(workdir: Path, overrides: dict | None, targets: tuple[str, ...]) -> Path:
         copy_repo(workdir)
+        if not overrides and not targets:  # the default run
+            interrupted_run(workdir)
+            return workdir
         if overrides:
             cfg_path = workdir / "config" / "config.yaml"
             config = yaml.safe_load(cfg_path.read_text())
@@ -143,6 +151,50 @@ class PipelineRuns:
                 f"pipeline run failed ({overrides}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}"
             )
         return workdir
+
+
+def interrupted_record_path(workdir: Path) -> Path:
+    return workdir.with_name(f"{workdir.name}.interrupted.json")
+
+
+def interrupted_run(workdir: Path) -> None:
+    """The default run as a user's interrupted one: the checkout committed to git (so that
+    ``git status`` shows anything the run adds or changes), the plain command killed with
+    SIGKILL (Snakemake and its jobs, as a closed terminal or the OOM killer would) once the posts
+    table is written and jobs of later stages run, then finished by the plain command and run once
+    more. What each step returned is recorded beside the run (``interrupted_record_path``) for
+    tests/test_clean_runs.py; the git folder is removed after."""
+    from helpers import git, plain_command, splits_jobs_of, start_snakemake
+
+    git(workdir, "init", "-q")
+    git(workdir, "add", "-A")
+    git(workdir, "commit", "-q", "-m", "checkout")
+    proc = start_snakemake(workdir)
+    posts = workdir / "results" / "posts" / "posts.parquet"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if posts.is_file() and splits_jobs_of(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=60)
+    record = {
+        "killed": proc.returncode,
+        "locks": sorted(p.name for p in (workdir / ".snakemake" / "locks").glob("*.lock")),
+    }
+    done = plain_command(workdir)
+    record["done"] = {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+    if done.returncode == 0:
+        again = plain_command(workdir)
+        record["again"] = {"returncode": again.returncode, "output": again.stdout + again.stderr}
+        record["git_status"] = git(workdir, "status", "--porcelain", "--untracked-files=all")
+    shutil.rmtree(workdir / ".git")
+    interrupted_record_path(workdir).write_text(json.dumps(record))
+    if done.returncode != 0:
+        pytest.fail(
+            f"default pipeline run (killed, then the plain command) failed:\n"
+            f"{done.stdout[-4000:]}\n{done.stderr[-6000:]}"
+        )
 
 
 @pytest.fixture(scope="session")

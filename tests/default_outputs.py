@@ -18,6 +18,9 @@ import json
 import sys
 from pathlib import Path
 
+MANIFEST = Path(__file__).parent / "data" / "default_outputs.json"
+# the Polars that wrote the manifest's Parquet files (another one may write other bytes)
+RECORDED_WRITER = "Polars (python) version 2.1.0 (build 7f902bd3ffd27ff82d14278a09a295ff2f7aed92)"
 NOT_OUTPUTS = ("llm_cache.sqlite",)
 NOT_OUTPUT_FOLDERS = ("benchmarks",)
 
@@ -47,6 +50,27 @@ def output_digests(results: Path) -> dict[str, dict[str, str]]:
             entry["rows"] = parquet_rows_digest(path)
         digests[relative.as_posix()] = entry
     return digests
+
+
+def differences_from_manifest(results: Path) -> tuple[list[str], list[str]]:
+    """The output files the run under ``results`` lacks or adds against the recorded manifest,
+    and those whose bytes differ from it (a Parquet file counts as equal where its rows are and
+    a Polars other than the manifest's wrote it)."""
+    import pyarrow.parquet as pq
+
+    recorded = json.loads(MANIFEST.read_text())
+    produced = output_digests(results)
+    missing_or_extra = sorted(set(recorded) ^ set(produced))
+    changed = []
+    for name, digest in recorded.items():
+        now = produced.get(name)
+        if now is None or now["sha256"] == digest["sha256"]:
+            continue
+        if name.endswith(".parquet") and now["rows"] == digest["rows"]:
+            if pq.ParquetFile(results / name).metadata.created_by != RECORDED_WRITER:
+                continue  # same rows, another Polars wrote them
+        changed.append(name)
+    return missing_or_extra, changed
 
 
 if __name__ == "__main__":

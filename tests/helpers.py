@@ -80,6 +80,28 @@ def start_snakemake(workdir: Path) -> subprocess.Popen:
     )
 
 
+def plain_command(workdir: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    """The README's command (``snakemake --cores 2``), nothing added."""
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+
+
+def git(workdir: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=workdir,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
 def dry_run_job_counts(stdout: str) -> dict[str, int]:
     """Jobs per rule from the job-stats table of a ``snakemake -n`` run's output."""
     counts = {}
