@@ -135,11 +135,13 @@ def test_selfid_search_takes_posts_or_matches_not_both(tmp_path, capsys):
 
 
 def _demographic_rows(rng, ids: list[str], n: int) -> pl.DataFrame:
+    """``n`` of the posts ``ids`` as one demographic's D_d rows; a post's author is the same in
+    every demographic's rows (one of 40, from the id), as in the corpus."""
     chosen = sorted(rng.choice(len(ids), size=n, replace=False))
     return pl.DataFrame(
         {
             "post_id": [ids[i] for i in chosen],
-            "author": [f"u{int(rng.integers(0, 40))}" for _ in chosen],
+            "author": [f"u{sum(map(ord, ids[i])) % 40}" for i in chosen],
             "subreddit": "s",
             "text": [f"text of {ids[i]}" for i in chosen],
             "percentile": rng.integers(0, 100, size=n).astype(float),
@@ -168,10 +170,61 @@ def test_union_over_the_parts_equals_the_union_over_one_file_each(tmp_path):
     ]
     expected = topic_shards.union_posts(pl.concat(rows))
     assert expected.height > 150 and expected["demographics"].list.len().max() == 2
+    # with parts by posts bucket: each bucket's own union in post-id order, bucket after bucket
+    by_bucket = pl.concat(
+        topic_shards.union_posts(
+            pl.concat(
+                pl.read_parquet(parts[key][b])
+                .filter(pl.col("percentile") >= thresholds[key])
+                .select("post_id", "author", "subreddit", "text", pl.lit(key).alias("demographic"))
+                for key in parts
+            )
+        )
+        for b in range(BUCKETS)
+    )
+    assert not by_bucket.equals(expected) and by_bucket.sort("post_id").equals(expected)
     for batch_rows in (1, 5, 64, 10**6):
-        for files in (one, parts):
-            got = pl.concat(list(topic_shards.iter_union(files, thresholds, batch_rows=batch_rows)))
-            assert got.equals(expected), (batch_rows, files is parts)
+        got = pl.concat(list(topic_shards.iter_union(one, thresholds, batch_rows=batch_rows)))
+        assert got.equals(expected), batch_rows
+        got = pl.concat(list(topic_shards.iter_union(parts, thresholds, batch_rows=batch_rows)))
+        assert got.equals(by_bucket), batch_rows
+
+
+def test_union_over_bucket_parts_opens_one_buckets_files_at_a_time(tmp_path, monkeypatch):
+    """With D_d in parts by posts bucket, the merge holds one file per demographic open at a
+    time, not one per part (whose number grows with ingest.buckets); parts not named by bucket
+    are merged all at once, in post-id order."""
+    rng = np.random.default_rng(9)
+    ids = sorted(f"{i:05x}" for i in rng.choice(10**6, size=300, replace=False))
+    parts = {}
+    for key, n in (("a", 120), ("b", 90), ("c", 60)):
+        parts[key] = split_by_author(_demographic_rows(rng, ids, n), tmp_path / key / "posts")
+    thresholds = {"a": 0, "b": 0, "c": 0}
+    opened, most = [], []
+    original = topic_shards._SortedPosts.fill
+
+    def fill(stream):
+        if stream not in opened:
+            opened.append(stream)
+        original(stream)
+        most.append(sum(not s.exhausted for s in opened))
+
+    monkeypatch.setattr(topic_shards._SortedPosts, "fill", fill)
+    bucketed = pl.concat(list(topic_shards.iter_union(parts, thresholds, batch_rows=7)))
+    assert len(opened) == 3 * BUCKETS and max(most) == 3
+    renamed = {}
+    for key, paths in parts.items():  # the same files, not named by bucket
+        renamed[key] = []
+        for b, path in enumerate(paths):
+            target = tmp_path / "other" / key / f"part-{b}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            Path(path).rename(target)
+            renamed[key].append(str(target))
+    opened.clear()
+    most.clear()
+    merged = pl.concat(list(topic_shards.iter_union(renamed, thresholds, batch_rows=7)))
+    assert max(most) == 3 * BUCKETS
+    assert merged["post_id"].is_sorted() and merged.equals(bucketed.sort("post_id"))
 
 
 def test_a_part_out_of_post_id_order_is_one_line_error(tmp_path):

@@ -1,6 +1,7 @@
 """Map 0 of the BM25 topic splits: the union of the demographics' posts at or above their
-thresholds (each post once, in post-id order, with the demographics holding it), cut into shards of
-at most ``topics.shard_posts`` posts and ``topics.shard_mb`` MiB of text."""
+thresholds (each post once, with the demographics holding it; in post-id order, or with
+ingest.buckets > 1 in post-id order within each posts bucket, the buckets one after another), cut
+into shards of at most ``topics.shard_posts`` posts and ``topics.shard_mb`` MiB of text."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class _SortedPosts:
             batch = next(self._batches, None)
             if batch is None:
                 self.exhausted = True
+                self._file.close()  # a bucket's streams end before the next bucket's open
                 return
             frame = (
                 pl.from_arrow(batch)
@@ -143,47 +145,85 @@ def _parts(files: str | Path | Sequence[str | Path]) -> list[Path]:
     return [Path(f) for f in files]
 
 
+def _bucket_groups(parts: dict[str, list[Path]]) -> list[dict[str, list[Path]]]:
+    """The demographics' D_d files grouped for the merge: with parts named by posts bucket
+    (``<bucket>.parquet``, as rule groupness_posts writes them, the same buckets for every
+    demographic) one group per bucket, in bucket order; otherwise one group of every file.
+
+    A bucket holds the posts of its authors only (the posts are bucketed by author), so a post
+    held by several demographics is in the same bucket of each: the union of every bucket's own
+    union is the whole union, each post once, and the merge never holds more than one bucket's
+    streams (one per demographic) however many buckets there are."""
+    buckets = {key: [path.stem for path in paths] for key, paths in parts.items()}
+    names = {tuple(sorted(stems)) for stems in buckets.values()}
+    (stems,) = names if len(names) == 1 else ((),)
+    bucketed = (
+        len(stems) > 1
+        and len(set(stems)) == len(stems)
+        and all(stem.isdigit() for stem in stems)
+        and all(path.parent.name == "posts" for paths in parts.values() for path in paths)
+    )
+    if not bucketed:
+        return [parts]
+    return [
+        {key: [path for path in paths if path.stem == stem] for key, paths in parts.items()}
+        for stem in sorted(stems, key=int)
+    ]
+
+
 def iter_union(
     posts_files: dict[str, str | Path | Sequence[str | Path]],
     thresholds: dict[str, float],
     batch_rows: int = READ_BATCH_ROWS,
     exclude: dict[str, Sequence[str]] | None = None,
 ) -> Iterator[pl.DataFrame]:
-    """The union of the demographics' posts at or above their thresholds: one row per post, in
-    post-id order, with the sorted list of demographics holding it, as consecutive frames.
+    """The union of the demographics' posts at or above their thresholds: one row per post, with
+    the sorted list of demographics holding it, as consecutive frames; in post-id order, or, where
+    the demographics' D_d are parts by posts bucket (ingest.buckets > 1), in post-id order within
+    each bucket, the buckets one after another (``_bucket_groups``).
 
-    A k-way merge of the demographics' files (a demographic's D_d is one file, or one part per
-    posts bucket, each sorted by post id: every part is a stream of the merge, read
-    ``batch_rows`` / parts rows at a time so that memory does not grow with the parts): every
-    round takes from each stream the rows up to the smallest last id among the streams that may
-    still hold more, so memory holds a few batches whatever the corpus size. ``exclude``: per
+    A k-way merge of the demographics' files (each sorted by post id, as the groupness stage
+    writes D_d; a demographic's files in one merge are read ``batch_rows`` / their number rows
+    at a time): every round takes from each stream the rows up to the smallest last id among the
+    streams that may still hold more, so memory holds a few batches whatever the corpus size, and
+    with posts buckets one bucket's streams at a time, whatever their number. ``exclude``: per
     demographic, subreddits whose posts are left out of its rows (its own seed subreddits with
     ``topics.seed_subreddit_posts: exclude``; names compared case-insensitively)."""
-    streams = []
+    parts = {}
     for key in sorted(posts_files):
         if key not in thresholds:
             raise ConfigError(f"thresholds: no threshold for demographic {key!r}")
         value = thresholds[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"thresholds: threshold of {key!r} is not a number ({value!r})")
-        parts = _parts(posts_files[key])
-        part_rows = max(1, -(-batch_rows // len(parts)))
-        streams += [
-            _SortedPosts(key, path, value, part_rows, (exclude or {}).get(key, ()))
-            for path in parts
-        ]
-    if not streams:
+        parts[key] = _parts(posts_files[key])
+    if not any(parts.values()):
         raise ConfigError("topic splits: no demographic posts given")
+    opened: list[_SortedPosts] = []
+    for group in _bucket_groups(parts):
+        streams = []
+        for key, paths in group.items():
+            part_rows = max(1, -(-batch_rows // len(paths)))
+            streams += [
+                _SortedPosts(key, path, thresholds[key], part_rows, (exclude or {}).get(key, ()))
+                for path in paths
+            ]
+        opened += streams
+        yield from _merge(streams)
+    _log_union(opened)
+
+
+def _merge(streams: list[_SortedPosts]) -> Iterator[pl.DataFrame]:
+    """The k-way merge of ``streams`` by post id, as consecutive frames of ``_union_rows``."""
     while True:
         for stream in streams:
             stream.fill()
         live = [s for s in streams if s.buffer.height]
         if not live:
-            break
+            return
         open_ends = [s.buffer.get_column("post_id")[-1] for s in live if not s.exhausted]
         bound = min(open_ends) if open_ends else None
         yield _union_rows(pl.concat([s.take(bound) for s in live]))
-    _log_union(streams)
 
 
 def _log_union(streams: list[_SortedPosts]) -> None:
