@@ -237,7 +237,7 @@ PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})
 LONG_FILES = tuple(
     f"test_{name}.py"
     for name in """
-    slurm bench install pipeline_faults llm_serve clean_runs security group_splits llm_batch
+    slurm bench install pipeline_faults llm_serve security group_splits llm_batch
     evaluation_pipeline groupness_buckets posts_partitions ingest_faults reruns topics_pipeline
     custom_tm graph_buckets hypotheses_release sandbox_fails_closed hypotheses_pipeline llm_vllm
     """.split()
