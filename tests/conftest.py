@@ -99,25 +99,38 @@ def error_lines(stderr: str) -> list[str]:
 
 
 class PipelineRuns:
-    """Pipeline runs of a session, one per distinct (overrides, targets); ``shared`` (under
-    xdist: the folder all workers of the session see) holds runs that other workers may have
-    made or be making."""
+    """Pipeline runs of a session, one per distinct (overrides, targets, start); ``shared``
+    (under xdist: the folder all workers of the session see) holds runs that other workers may
+    have made or be making. A run with ``from_default`` goes on from a copy of the default run,
+    as after a user's config edit (for overrides of later stages only: the plain command then
+    re-runs the jobs whose settings changed, not the DAG from the corpus)."""
 
     def __init__(self, base: Path, shared: Path | None = None):
         self.base = base
         self.shared = shared
         self.runs: dict[str, Path] = {}
 
-    def get(self, overrides: dict | None = None, targets: tuple[str, ...] = ()) -> Path:
+    def get(
+        self,
+        overrides: dict | None = None,
+        targets: tuple[str, ...] = (),
+        from_default: bool = False,
+    ) -> Path:
         key = json.dumps([overrides or {}, list(targets)], sort_keys=True)
+        if from_default:
+            key = json.dumps(["from the default run", key])
         if key not in self.runs:
+            start = self.get() if from_default else None
             if self.shared is None:
-                self.runs[key] = self._run(self.base / f"run{len(self.runs)}", overrides, targets)
+                folder = self.base / f"run{len(self.runs)}"
+                self.runs[key] = self._run(folder, overrides, targets, start)
             else:
-                self.runs[key] = self._shared_run(key, overrides, targets)
+                self.runs[key] = self._shared_run(key, overrides, targets, start)
         return self.runs[key]
 
-    def _shared_run(self, key: str, overrides: dict | None, targets: tuple[str, ...]) -> Path:
+    def _shared_run(
+        self, key: str, overrides: dict | None, targets: tuple[str, ...], start: Path | None
+    ) -> Path:
         name = hashlib.sha256(key.encode()).hexdigest()[:16]
         folder = self.shared / name
         done, failed = folder / "done", folder / "failed.txt"
@@ -127,7 +140,7 @@ class PipelineRuns:
             if not done.is_file():
                 folder.mkdir(parents=True, exist_ok=True)
                 try:
-                    self._run(folder / "run", overrides, targets)
+                    self._run(folder / "run", overrides, targets, start)
                 except pytest.fail.Exception as error:
                     failed.write_text(str(error))
                     raise
@@ -135,9 +148,14 @@ class PipelineRuns:
         return folder / "run"
 
     @staticmethod
-    def _run(workdir: Path, overrides: dict | None, targets: tuple[str, ...]) -> Path:
-        copy_repo(workdir)
-        if not overrides and not targets:  # the default run
+    def _run(
+        workdir: Path, overrides: dict | None, targets: tuple[str, ...], start: Path | None = None
+    ) -> Path:
+        if start is not None:
+            shutil.copytree(start, workdir, symlinks=True)
+        else:
+            copy_repo(workdir)
+        if start is None and not overrides and not targets:  # the default run
             interrupted_run(workdir)
             return workdir
         if overrides:
