@@ -81,8 +81,8 @@ TARGETS = [
 ]
 # --tiny: two sizes a factor 2 apart, two and four buckets (P > 1: the partitioned rules run).
 # A quarter and half the sample corpus: the smallest at which every demographic's self-ID
-# threshold is still supported (6,500 posts stop at one that is not); the run's cost is its ~66
-# process starts more than its posts (26k + 52k took 165 CPU s in the suite, 13k + 26k 120)
+# threshold is still supported (6,500 posts stop at one that is not). The run's cost is its ~66
+# process starts per size, not its posts: 141 CPU s in the suite against 145 at 26k + 52k
 TINY_POSTS = [13_000, 26_000]
 TINY_POSTS_PER_BUCKET = 6_500
 SYNTH_TARGET = "results/sample/synth_meta.json"

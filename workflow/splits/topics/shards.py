@@ -154,9 +154,8 @@ def _bucket_groups(parts: dict[str, list[Path]]) -> list[dict[str, list[Path]]]:
     held by several demographics is in the same bucket of each: the union of every bucket's own
     union is the whole union, each post once, and the merge never holds more than one bucket's
     streams (one per demographic) however many buckets there are."""
-    buckets = {key: [path.stem for path in paths] for key, paths in parts.items()}
-    names = {tuple(sorted(stems)) for stems in buckets.values()}
-    (stems,) = names if len(names) == 1 else ((),)
+    names = {tuple(sorted(path.stem for path in paths)) for paths in parts.values()}
+    stems = names.pop() if len(names) == 1 else ()  # every demographic's, where they agree
     bucketed = (
         len(stems) > 1
         and len(set(stems)) == len(stems)
