@@ -91,22 +91,15 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 def write_parquet(
-    frame: pl.DataFrame | pl.LazyFrame,
-    path: str | Path,
-    compression_level: int | None = None,
-    data_page_size: int | None = None,
+    frame: pl.DataFrame | pl.LazyFrame, path: str | Path, compression_level: int | None = None
 ) -> Path:
     """Write a frame as zstd Parquet atomically. ``compression_level`` (zstd 1-22, None: the
-    library's default) trades file size for write speed; ``data_page_size`` (bytes, None: the
-    library's default, about 1 MiB) bounds what a reader decodes at once per column."""
+    library's default) trades file size for write speed."""
     path = Path(path)
     with atomic_path(path) as tmp:
         if isinstance(frame, pl.LazyFrame):
             frame.sink_parquet(
-                tmp,
-                compression=PARQUET_COMPRESSION,
-                compression_level=compression_level,
-                data_page_size=data_page_size,
+                tmp, compression=PARQUET_COMPRESSION, compression_level=compression_level
             )
         else:
             frame.write_parquet(
@@ -114,7 +107,6 @@ def write_parquet(
                 compression=PARQUET_COMPRESSION,
                 compression_level=compression_level,
                 statistics=True,
-                data_page_size=data_page_size,
             )
     return path
 
@@ -122,11 +114,10 @@ def write_parquet(
 class ParquetAppender:
     """A zstd Parquet file written piece by piece (each ``write`` adds row groups), so a job
     never holds the whole table; atomic like ``write_parquet`` (temp file renamed by ``close``).
-    Every piece must have the first piece's schema; ``data_page_size`` as ``write_parquet``'s."""
+    Every piece must have the first piece's schema."""
 
-    def __init__(self, path: str | Path, data_page_size: int | None = None):
+    def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.data_page_size = data_page_size
         self._tmp = temporary_beside(self.path)
         self._writer = None
         self.rows = 0
@@ -138,10 +129,7 @@ class ParquetAppender:
         try:
             if self._writer is None:
                 self._writer = pq.ParquetWriter(
-                    self._tmp,
-                    table.schema,
-                    compression=PARQUET_COMPRESSION,
-                    data_page_size=self.data_page_size,
+                    self._tmp, table.schema, compression=PARQUET_COMPRESSION
                 )
             self._writer.write_table(table)
         except Exception as err:  # a full disk: the temporary goes, the error names the output
@@ -175,37 +163,33 @@ class ParquetAppender:
             os.unlink(self._tmp)
 
 
-def write_sorted_parquet(
-    frame: pl.LazyFrame, by: str, path: str | Path, max_rows: int, data_page_size: int | None = None
-) -> int:
+def write_sorted_parquet(frame: pl.LazyFrame, by: str, path: str | Path, max_rows: int) -> int:
     """Write ``frame`` sorted by the column ``by`` while holding at most about ``max_rows`` rows:
     ``frame`` is first streamed unsorted to a temporary file next to ``path``; its ``by``
     column alone is read to cut the range into parts of ``max_rows`` rows; then each part is
     read from the temporary file (one filtered pass per part), sorted and appended. Returns
-    the number of rows; ``data_page_size`` as ``write_parquet``'s."""
+    the number of rows."""
     path = Path(path)
     # its own suffix: the output's writers below remove stale ``.tmp`` files of ``path``
     staged = temporary_beside(path, STAGED_SUFFIX)
     try:
         frame.sink_parquet(staged, compression=PARQUET_COMPRESSION)
-        return _write_sorted_parts(pl.scan_parquet(staged), by, path, max_rows, data_page_size)
+        return _write_sorted_parts(pl.scan_parquet(staged), by, path, max_rows)
     except Exception as err:
         raise (as_os_error(err, path) or err) from err
     finally:
         os.unlink(staged)
 
 
-def _write_sorted_parts(
-    frame: pl.LazyFrame, by: str, path: Path, max_rows: int, data_page_size: int | None
-) -> int:
+def _write_sorted_parts(frame: pl.LazyFrame, by: str, path: Path, max_rows: int) -> int:
     keys = frame.select(by).collect(engine="streaming").get_column(by).sort()
     if keys.len() <= max_rows:
-        write_parquet(frame.sort(by), path, data_page_size=data_page_size)
+        write_parquet(frame.sort(by), path)
         return keys.len()
     bounds = keys.gather(list(range(max_rows, keys.len(), max_rows))).unique(maintain_order=True)
     edges = [None, *bounds.to_list(), None]
     del keys
-    out = ParquetAppender(path, data_page_size)
+    out = ParquetAppender(path)
     try:
         for low, high in zip(edges[:-1], edges[1:], strict=True):
             part = frame

@@ -42,11 +42,6 @@ FORMULAS = ("sum_log", "breadth_x_volume", "entropy")
 ALWAYS_BOTS = ("automoderator", "[deleted]")
 SCORE_DECIMALS = 9
 SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
-# D_d's Parquet data pages: small, because the topic splits merge every demographic's D_d (every
-# part of it, with ingest.buckets > 1) at once and a reader decodes a page per column and file:
-# the merge of 180 parts (P = 30) peaked at 775 MiB with the default (~1 MiB) pages, 560 MiB with
-# these (the files 17% larger)
-DD_PAGE_BYTES = 64 << 10
 CLOSEST_NAMES = 3  # subreddit names suggested for a seed that does not occur in the posts
 
 POST_COLUMNS = [
@@ -367,7 +362,7 @@ def demographic_posts(
 def write_demographic_posts(d_posts: pl.LazyFrame, path: str | Path) -> int:
     """Write D_d sorted by post id (the file is deterministic, and the topic splits merge the
     demographics' files in post-id order), holding at most ``SORT_ROWS`` posts at once."""
-    return write_sorted_parquet(d_posts, "post_id", path, SORT_ROWS, DD_PAGE_BYTES)
+    return write_sorted_parquet(d_posts, "post_id", path, SORT_ROWS)
 
 
 def kept_subreddits(path: str | Path) -> list[str]:

@@ -46,8 +46,8 @@ class _SortedPosts:
             raise ConfigError(f"{path}: demographic posts file does not exist")
         self.key, self.path, self.threshold = key, path, float(threshold)
         # pages read as the batches need them (``buffer_size``), not a row group's whole column
-        # chunks at once (``pre_buffer``): the merge holds a stream per demographic and posts
-        # bucket, so a whole row group per stream grew with the buckets
+        # chunks at once (``pre_buffer``): the merge holds a stream per demographic, and a row
+        # group of a large D_d's texts is hundreds of MB
         self._file = pq.ParquetFile(path, pre_buffer=False, buffer_size=READ_BUFFER_BYTES)
         missing = set(DEMOGRAPHIC_POST_COLUMNS) - set(self._file.schema_arrow.names)
         if missing:
