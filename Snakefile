@@ -58,11 +58,16 @@ from splits.health import print_run_health, run_health_lines
 from splits.llm.serve import SERVE_ENV, settings_from_config, stop_servers
 from splits.report.tables import report_pages
 from splits.pipeline.runlock import claim_folder_or_stop, record_owner
+from splits.pipeline.snakemake_groups import fix_group_components
 
 # one run per folder; a run killed with SIGKILL leaves its locks: the next plain command removes
 # them (splits.pipeline.runlock). Jobs that read the Snakefile again (cluster jobs) claim nothing.
 if workflow.is_main_process:
     claim_folder_or_stop()
+
+# --group-components with the topic_shards checkpoint in the DAG: Snakemake 9 bundles components
+# more than once and can put a job in two cluster jobs (splits.pipeline.snakemake_groups)
+fix_group_components()
 
 
 onstart:

@@ -182,6 +182,22 @@ def slurm_cluster(tmp_path_factory):
         ).startswith(str(cluster.state_dir))
 
 
+def _failure_report(workdir: Path, proc: subprocess.CompletedProcess) -> str:
+    """What a failed run needs to be diagnosed from CI's output alone: Snakemake's "Error in
+    rule" blocks, the logs of the rules that failed (their command's own error line) and the
+    Slurm logs Snakemake kept (only failed jobs' logs are kept), each cut to its tail."""
+    text = proc.stdout + proc.stderr
+    errors = re.findall(r"Error in rule .*?(?=\n\S|\Z)", text, flags=re.DOTALL)
+    failed_logs = sorted(set(re.findall(r"log: (logs/\S+?\.log)", "\n".join(errors))))
+    parts = [f"{text[-3000:]}", "=== Error blocks ===", *(e[-1500:] for e in errors[-6:])]
+    for name in failed_logs:
+        path = workdir / name
+        parts.append(f"=== {name} ===\n{path.read_text()[-2000:] if path.exists() else '(absent)'}")
+    for path in sorted((workdir / ".snakemake" / "slurm_logs").rglob("*.log"))[-4:]:
+        parts.append(f"=== {path.relative_to(workdir)} ===\n{path.read_text()[-2000:]}")
+    return "\n".join(parts)
+
+
 def test_cluster_runs_a_job(slurm_cluster):
     assert set(slurm_cluster.pids) == set(DAEMONS)
     for name, pid in slurm_cluster.pids.items():
@@ -303,11 +319,7 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
         cwd=workdir,
         timeout=1500,
     )
-    logs = "".join(
-        f"\n--- {p}\n{p.read_text()[-3000:]}"
-        for p in sorted((workdir / ".snakemake" / "slurm_logs").rglob("*.log"))[-3:]
-    )
-    assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}{logs}"
+    assert proc.returncode == 0, _failure_report(workdir, proc)
     assert "squeue" in proc.stdout + proc.stderr or "Slurm" in proc.stdout + proc.stderr
 
     # every job went through Slurm: the run's jobs are all in squeue, COMPLETED
