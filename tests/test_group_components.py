@@ -6,8 +6,9 @@ Snakemake 9 merges the components of a group by growing one component's group ob
 it caches those objects and merges them again each time the DAG is post-processed, which happens
 twice before the first job whenever a job waits for a checkpoint (the topic splits wait for
 topic_shards). Unfixed, the second pass merges grown objects: a group job of many more
-components than asked, or one job in two group jobs, which a cluster runs twice at once (CI's
-Slurm run saw a self-ID job fail while its twin rewrote the same files). The Snakefile applies
+components than asked, or one job in two group jobs, which a cluster runs twice at once (in
+CI's Slurm run a self-ID job failed while the same job finished in another group job). The
+Snakefile applies
 splits.pipeline.snakemake_groups; these dry runs show the groups a run would submit.
 """
 

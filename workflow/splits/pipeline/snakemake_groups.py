@@ -7,8 +7,8 @@ jobs, and the DAG is post-processed again before the first job runs whenever a j
 checkpoint (the topic splits wait for ``topic_shards``), and once more after the checkpoint: the
 next pass gets the grown objects back and merges them again, in set order. The result is group
 jobs of many more components than asked and, worse, one job in two group jobs, which a cluster
-runs twice at once (two processes rewriting the same file; the Slurm test saw a self-ID search
-fail that way).
+runs twice at once (two processes rewriting the same file: the likely cause of a self-ID
+search that failed in CI's Slurm run while the same job also finished in another group job).
 
 :func:`fix_group_components` replaces that one method with one that builds each bundle as a new
 group object (from the same cache, keyed by the bundle's jobs) and leaves the components' own
