@@ -237,7 +237,7 @@ QUICK_FILES = frozenset(
     for name in """
     api architecture atomic_outputs bm25 classify_parse classify_render cli comparison config
     custom_tm docs empty_results engine_padding evaluation_settings evaluation_tiny export
-    fighting_words graph groupness health heldout_lift heldout_redundancy human
+    fighting_words graph group_components groupness health heldout_lift heldout_redundancy human
     hypotheses_baseline_set hypotheses_config hypotheses_retrieval hypotheses_sets
     hypotheses_triviality ingest lint llm_backends llm_batch llm_cache llm_openai llm_registry
     llm_transformers metrics phrases probes release_data report report_tables sampling sandbox
