@@ -29,8 +29,14 @@ def user_counts(users: pl.DataFrame, matches: pl.DataFrame) -> pl.DataFrame:
         (pl.col("kind") == "self").sum().cast(pl.Int64).alias("n_self"),
         (pl.col("kind") == "anti").sum().cast(pl.Int64).alias("n_anti"),
     )
-    return users.join(counts, on="author", how="left").with_columns(
-        pl.col("n_self").fill_null(0), pl.col("n_anti").fill_null(0)
+    # looked up per user rather than joined: a join copies every column of every user (430 MiB
+    # at 3M users) and hands back columns in one piece, which the users table's columns (one
+    # piece per Parquet row group) are then copied again to line up with
+    return users.with_columns(
+        pl.col("author")
+        .replace_strict(counts["author"], counts[name], default=0, return_dtype=pl.Int64)
+        .alias(name)
+        for name in ("n_self", "n_anti")
     )
 
 
@@ -40,7 +46,8 @@ def selfid_curve(per_user: pl.DataFrame, bins: int) -> pl.DataFrame:
     width = 100.0 / bins
     frame = pl.DataFrame({"bin": list(range(bins))}, schema={"bin": pl.Int64})
     agg = (
-        per_user.with_columns(bin_expr(bins))
+        # the columns it counts only (the rest of a large users table is not copied)
+        per_user.select(bin_expr(bins), "n_posts", "n_self", "n_anti")
         .group_by("bin")
         .agg(
             pl.len().cast(pl.Int64).alias("n_users"),
@@ -185,14 +192,7 @@ def breakpoint_support(
     found_arr = np.asarray(found)
     agreement = float(np.mean(np.abs(found_arr - breakpoint) <= width + 1e-9))
     located = found_arr[np.isfinite(found_arr)]
-    below = per_user.filter(pl.col("percentile") < breakpoint)
-    above = per_user.filter(pl.col("percentile") >= breakpoint)
-
-    def per_1k(part: pl.DataFrame) -> float | None:
-        n = int(part["n_posts"].sum())
-        return round(1000.0 * int(part["n_self"].sum()) / n, 4) if n else None
-
-    rate_below, rate_above = per_1k(below), per_1k(above)
+    rate_below, rate_above = rates_at(per_user, breakpoint)
     stop = stop_reasons(int(selfs.sum()), rate_below, rate_above, p_value)
     return {
         "non_empty_bins": non_empty,
@@ -232,14 +232,15 @@ def stop_reasons(
 def rates_at(per_user: pl.DataFrame, threshold: float) -> tuple[float | None, float | None]:
     """Verified self-IDs per 1,000 posts of the users below and at or above ``threshold``."""
 
-    def per_1k(part: pl.DataFrame) -> float | None:
-        n = int(part["n_posts"].sum())
-        return round(1000.0 * int(part["n_self"].sum()) / n, 4) if n else None
+    def per_1k(users: pl.Expr) -> float | None:
+        # sums over the users the mask selects, without a copy of their rows
+        n, n_self = per_user.select(
+            pl.col("n_posts").filter(users).sum(), pl.col("n_self").filter(users).sum()
+        ).row(0)
+        return round(1000.0 * int(n_self) / int(n), 4) if n else None
 
-    return (
-        per_1k(per_user.filter(pl.col("percentile") < threshold)),
-        per_1k(per_user.filter(pl.col("percentile") >= threshold)),
-    )
+    percentile = pl.col("percentile")
+    return per_1k(percentile < threshold), per_1k(percentile >= threshold)
 
 
 def unsupported_error(key: str, threshold: dict, demographics_file: str, opt_in: str) -> str | None:

@@ -111,17 +111,28 @@ def compare_formulas(
     anti_only = (pl.col("n_anti") > 0) & (pl.col("n_self") == 0)
     for formula in FORMULAS:
         col = groupness_column(formula)
-        frame = per_user.with_columns(
+        frame = per_user.select(  # the columns it reads only: no copy of the whole table
+            col,
+            "n_posts",
+            "n_self",
+            "n_anti",
             ((pl.col(col).rank(method="min").cast(pl.Float64) - 1.0) * 100.0 / pl.len()).alias(
                 "percentile"
-            )
+            ),
         )
         labelled = frame.filter(self_only | anti_only)
         auc = roc_auc(labelled[col].to_numpy(), (labelled["n_self"] > 0).to_numpy())
-        above = frame.filter(pl.col("percentile") >= threshold)
-        posts_above = int(above["n_posts"].sum())
-        self_above = int(above["n_self"].sum())
-        anti_above = int(above["n_anti"].sum())
+        # the users at or above the threshold, summed without a copy of their rows
+        is_above = pl.col("percentile") >= threshold
+        users_above, posts_above, self_above, anti_above = (
+            int(v)
+            for v in frame.select(
+                is_above.sum(),
+                pl.col("n_posts").filter(is_above).sum(),
+                pl.col("n_self").filter(is_above).sum(),
+                pl.col("n_anti").filter(is_above).sum(),
+            ).row(0)
+        )
         self_users = frame.filter(pl.col("n_self") > 0)
         rows.append(
             {
@@ -129,7 +140,7 @@ def compare_formulas(
                 "formula": formula,
                 "threshold": float(threshold),
                 "users": frame.height,
-                "users_above": above.height,
+                "users_above": users_above,
                 "self_id_users": self_users.height,
                 "anti_id_users": frame.filter(pl.col("n_anti") > 0).height,
                 "auc_self_vs_anti": auc,
