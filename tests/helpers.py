@@ -131,3 +131,20 @@ def users_table(authors: list[str], groupness, demographic: str) -> pl.DataFrame
             "g_entropy": groupness,
         }
     )
+
+
+# The posts' and the graph's user buckets of the Slurm test (ingest.buckets; the local run has one),
+# and its per-bucket rules bundled GRAPH_BUCKETS connected components to a Slurm job (Snakemake's
+# --groups / --group-components, the recipe docs/cluster.md gives for many short jobs): a Slurm
+# job costs a jobstep Snakemake (~3 CPU s to import it and parse the workflow) whatever its work,
+# so the sample's per-bucket jobs of a second each would be most of that test's CPU. Read by
+# tests/test_slurm.py (the run) and tests/test_group_components.py (the groups it plans).
+GRAPH_BUCKETS = 4
+BUCKET_GROUPS = {
+    "merge_bucket": "posts_bucket_jobs",
+    "graph_bucket": "graph_bucket_jobs",
+    "graph_overlaps": "graph_overlap_jobs",
+    "groupness_bucket": "groupness_bucket_jobs",
+    "groupness_posts": "demographic_part_jobs",  # with the self-ID search of the part it writes
+    "selfid_bucket": "demographic_part_jobs",
+}

@@ -23,20 +23,12 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import copy_repo
+from helpers import BUCKET_GROUPS, GRAPH_BUCKETS
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The Slurm test's groups (tests/test_slurm.py): per-bucket rules bundled four components a job.
-BUCKETS = 4
-GROUPS = {
-    "merge_bucket": "posts_bucket_jobs",
-    "graph_bucket": "graph_bucket_jobs",
-    "graph_overlaps": "graph_overlap_jobs",
-    "groupness_bucket": "groupness_bucket_jobs",
-    "groupness_posts": "demographic_part_jobs",
-    "selfid_bucket": "demographic_part_jobs",
-}
-COMPONENTS = 4
+# components per group job: the Slurm test's, one per bucket
+COMPONENTS = GRAPH_BUCKETS
 
 # A map (a -> b per id) bundled N components a job, and a checkpoint after it: the smallest DAG
 # in which Snakemake post-processes twice before running anything.
@@ -153,7 +145,7 @@ def bucketed_repo(tmp_path_factory) -> Path:
     workdir = copy_repo(tmp_path_factory.mktemp("groups") / "repo")
     config_path = workdir / "config" / "config.yaml"
     config = yaml.safe_load(config_path.read_text())
-    config["ingest"]["buckets"] = BUCKETS
+    config["ingest"]["buckets"] = GRAPH_BUCKETS
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     return workdir
 
@@ -165,15 +157,15 @@ def test_per_bucket_jobs_of_the_pipeline_are_bundled_as_asked(bucketed_repo):
     groups = planned_groups(
         bucketed_repo,
         "--groups",
-        *(f"{rule}={group}" for rule, group in GROUPS.items()),
+        *(f"{rule}={group}" for rule, group in BUCKET_GROUPS.items()),
         "--group-components",
-        *(f"{group}={COMPONENTS}" for group in sorted(set(GROUPS.values()))),
+        *(f"{group}={COMPONENTS}" for group in sorted(set(BUCKET_GROUPS.values()))),
     )
     assert_each_job_once(groups)
     by_name = collections.defaultdict(list)
     for name, jobs in groups:
         by_name[name].append(jobs)
-    assert set(by_name) == set(GROUPS.values())
+    assert set(by_name) == set(BUCKET_GROUPS.values())
 
     # a component of demographic_part_jobs is one D_d part and the self-ID search of that part:
     # both name the demographic and the bucket in their output path
@@ -187,7 +179,7 @@ def test_per_bucket_jobs_of_the_pipeline_are_bundled_as_asked(bucketed_repo):
             connect = part if name == "demographic_part_jobs" else (lambda rule, out: out)
             assert len(components(jobs, connect)) <= COMPONENTS, (name, jobs)
         rules = collections.Counter(rule for jobs in group_jobs for rule, _ in jobs)
-        assert set(rules) == {rule for rule, group in GROUPS.items() if group == name}
+        assert set(rules) == {rule for rule, group in BUCKET_GROUPS.items() if group == name}
     parts = {part(r, o) for jobs in by_name["demographic_part_jobs"] for r, o in jobs}
     rules = collections.Counter(r for jobs in by_name["demographic_part_jobs"] for r, _ in jobs)
     # six demographics, four buckets: 24 parts, each a D_d part and its search

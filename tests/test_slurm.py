@@ -27,6 +27,7 @@ import polars as pl
 import pytest
 import yaml
 from conftest import copy_repo
+from helpers import BUCKET_GROUPS, GRAPH_BUCKETS
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -56,20 +57,6 @@ EXPORT_FILES = (
     "counts_by_topic.md",
     "counts_by_category.md",
 )
-# The posts' and the graph's user buckets on Slurm (ingest.buckets; the local run has one).
-GRAPH_BUCKETS = 4
-# The per-bucket rules, bundled GRAPH_BUCKETS connected components to a Slurm job (Snakemake's
-# --groups / --group-components, the recipe docs/cluster.md gives for many short jobs): a Slurm
-# job costs a jobstep Snakemake (~3 CPU s to import and parse the workflow) whatever its work,
-# so the sample's 84 bucket jobs of a second each would be most of this test's CPU.
-BUCKET_GROUPS = {
-    "merge_bucket": "posts_bucket_jobs",
-    "graph_bucket": "graph_bucket_jobs",
-    "graph_overlaps": "graph_overlap_jobs",
-    "groupness_bucket": "groupness_bucket_jobs",
-    "groupness_posts": "demographic_part_jobs",  # with the self-ID search of the part it writes
-    "selfid_bucket": "demographic_part_jobs",
-}
 # The one posts table of the local run; the Slurm run writes it as GRAPH_BUCKETS bucket files.
 POSTS_TABLE = "results/posts/posts.parquet"
 SLURM_TARGETS = tuple(t for t in CPU_TARGETS if t != POSTS_TABLE)

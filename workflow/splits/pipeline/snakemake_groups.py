@@ -22,18 +22,21 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-_FIXED = "_splits_group_components_fixed"
-
 
 def _component_key(group) -> tuple[str, ...]:
     """A fixed order of a group's components: their jobs' outputs, sorted."""
     return tuple(sorted(str(path) for job in group.jobs for path in job.output))
 
 
+def _distinct(groups) -> list:
+    """Each group object once (a group maps each of its jobs to itself)."""
+    return list({id(group): group for group in groups}.values())
+
+
 def _update_group_components(self) -> None:
     """``DAG._update_group_components`` without changing any cached group object."""
     components = defaultdict(list)
-    for group in {id(g): g for g in self._group.values()}.values():
+    for group in _distinct(self._group.values()):
         components[group.groupid].append(group)
     for groupid, groups in components.items():
         lookup_id = self.workflow.parent_groupids.get(groupid, groupid)
@@ -52,26 +55,22 @@ def _update_group_components(self) -> None:
             )
             for job in bundle.jobs:
                 self._group[job] = bundle
-    for group in {id(g): g for g in self._group.values()}.values():
+    for group in _distinct(self._group.values()):
         group.finalize()
 
 
-def fix_group_components() -> bool:
-    """Install the fix (in the Snakemake process that reads the Snakefile; ``--group-components``
-    is not known yet at that point, and without it the method changes nothing); return whether it
-    is in place. A Snakemake without the method it replaces is left as it is, with one line saying
-    so (its groups are then its own)."""
+def fix_group_components() -> None:
+    """Install the fix (in every Snakemake process that reads the Snakefile; ``--group-components``
+    is not known yet at that point, and without it the method changes nothing). A Snakemake
+    without the method it replaces is left as it is, with one line saying so (its groups are then
+    its own)."""
     from snakemake.dag import DAG
 
-    if getattr(DAG, _FIXED, False):
-        return True
     if not callable(getattr(DAG, "_update_group_components", None)):
         print(
             "splits: this Snakemake has no DAG._update_group_components to fix: check that no job"
             " is listed in two group jobs (snakemake -n) before a cluster run",
             file=sys.stderr,
         )
-        return False
+        return
     DAG._update_group_components = _update_group_components
-    setattr(DAG, _FIXED, True)
-    return True
