@@ -70,7 +70,7 @@ def _selfid_corpus(tmp_path: Path) -> tuple[Path, Path]:
     return posts, demo
 
 
-def test_selfid_on_the_parts_and_on_their_matches_equals_the_one_file(tmp_path):
+def test_selfid_on_the_parts_and_on_their_matches_equals_the_one_file(tmp_path, capsys):
     """``selfid search`` over the one D_d, over its parts, and over the phrase matches that
     ``selfid find`` wrote per part (rule selfid_bucket; given here in reverse order): the same
     matches, curve, threshold and comparison."""
@@ -87,6 +87,19 @@ def test_selfid_on_the_parts_and_on_their_matches_equals_the_one_file(tmp_path):
         argv += ["--demographic", "catholic", "--out", found[-1]]
         assert main([*argv, "--settings", json.dumps({"context_chars": 150})]) == 0
     assert all(pl.read_parquet(f).height for f in found)
+    # rule selfid_bucket's form: one command for every demographic's part of a bucket, each
+    # part paired with its demographic and output in the flags' order (here one demographic's
+    # parts stand in for several demographics' parts)
+    together = [str(tmp_path / "together" / f"{b}.matches.parquet") for b in range(len(parts))]
+    argv = ["selfid", "find", "--posts", *parts, "--demographics", str(demo)]
+    argv += ["--demographic", *["catholic"] * len(parts), "--out", *together]
+    assert main([*argv, "--settings", json.dumps({"context_chars": 150})]) == 0
+    for alone, joint in zip(found, together, strict=True):
+        assert Path(joint).read_bytes() == Path(alone).read_bytes()
+    argv = ["selfid", "find", "--posts", *parts, "--demographics", str(demo)]
+    argv += ["--demographic", "catholic", "--out", together[0]]
+    assert main([*argv, "--settings", json.dumps({"context_chars": 150})]) == 2
+    assert f"--posts: {len(parts)} given for 1 --demographic" in capsys.readouterr().err
     sources = {
         "one": ["--posts", str(tmp_path / "posts.parquet")],
         "parts": ["--posts", *parts],

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
 from conftest import run_snakemake
+from splits.config.definitions import load_demographics
 from splits.demographics.groupness import (
     AGGREGATE_COLUMNS,
     bucket_users,
@@ -44,7 +46,7 @@ def write_buckets(parts: list[pl.DataFrame], folder: Path) -> tuple[list[Path], 
     folder.mkdir(parents=True, exist_ok=True)
     users_files, names_files = [], []
     for b, part in enumerate(parts):
-        users, names = bucket_users(part.lazy(), KEPT, demographic(SEEDS))
+        (users,), names = bucket_users(part.lazy(), KEPT, [demographic(SEEDS)])
         assert users.columns == AGGREGATE_COLUMNS
         # a bucket's table holds its own authors only (users are local to a bucket)
         assert set(users["author"]) <= set(part["author"])
@@ -91,6 +93,33 @@ def test_bucketed_users_and_d_d_equal_the_single_job(tmp_path, buckets, formula)
     assert pl.read_parquet(many).equals(pl.read_parquet(one))
 
 
+def test_one_bucket_job_for_every_demographic_equals_one_job_each():
+    """The bucket job reads its bucket once for all demographics (the seed counts of all their
+    seeds, the kept posts of all their seed users), then cuts each demographic's table: each
+    equals the table of a job over that demographic alone, seeds overlapping or not, a
+    demographic with no seed user in the bucket an empty table."""
+    posts = make_posts(300, seed=17)
+    demographics = [
+        demographic(SEEDS),
+        replace(demographic(("seedb", "general1")), key="other"),
+        replace(demographic(("SeedC",)), key="third"),
+        replace(demographic(("nowhere",)), key="absent"),
+    ]
+    tables, names = bucket_users(posts.lazy(), KEPT, demographics)
+    assert len(tables) == len(demographics)
+    for d, table in zip(demographics, tables, strict=True):
+        (alone,), alone_names = bucket_users(posts.lazy(), KEPT, [d])
+        assert table.equals(alone), d.key
+        assert names.equals(alone_names)
+    heights = [t.height for t in tables]
+    assert min(heights[:3]) > 20 and heights[3] == 0
+    # the shared seed seedb: its users are in both tables, with each demographic's own scores
+    both = tables[0].join(tables[1], on="author", suffix="_other")
+    assert both.height > 10
+    assert (both["n_posts"] == both["n_posts_other"]).all()
+    assert (both["n_seed_posts"] != both["n_seed_posts_other"]).any()
+
+
 def test_an_author_in_two_buckets_is_one_line_error(tmp_path):
     posts = make_posts(60, seed=3)
     users_files, names_files = write_buckets([posts, posts.head(40)], tmp_path)
@@ -102,13 +131,16 @@ def test_an_author_in_two_buckets_is_one_line_error(tmp_path):
 
 
 def _demographics_file(path: Path) -> Path:
-    entry = {
-        "key": "demo",
-        "seed_subreddits": list(SEEDS),
-        "self_id_phrases": ["I am demo"],
-        "anti_self_id_phrases": ["I am not demo"],
-    }
-    path.write_text(yaml.safe_dump({"demographics": [entry]}))
+    entries = [
+        {
+            "key": key,
+            "seed_subreddits": seeds,
+            "self_id_phrases": [f"I am {key}"],
+            "anti_self_id_phrases": [f"I am not {key}"],
+        }
+        for key, seeds in (("demo", list(SEEDS)), ("other", ["seedb", "general1"]))
+    ]
+    path.write_text(yaml.safe_dump({"demographics": entries}))
     return path
 
 
@@ -128,14 +160,25 @@ def test_cli_bucket_jobs_and_reduce_write_the_single_jobs_files(tmp_path, capsys
     ).write_parquet(tmp_path / "subreddits.parquet")
     demo = _demographics_file(tmp_path / "demo.yaml")
     common = ["--subreddits", str(tmp_path / "subreddits.parquet"), "--demographics", str(demo)]
+    # a bucket's job writes every demographic's table (demo's, then other's, in the flags' order)
+    bucket_job = [*common, "--demographic", "demo", "other"]
     common += ["--demographic", "demo"]
     buckets = []
     for b, part in enumerate(bucketed(posts, 4)):
         buckets.append(tmp_path / f"posts{b}.parquet")
         part.write_parquet(buckets[-1])
-        out = ["--out-users", str(tmp_path / f"{b}.users.parquet")]
-        out += ["--out-subreddits", str(tmp_path / f"{b}.subreddits.parquet")]
-        assert main(["groupness-bucket", "--posts", str(buckets[-1]), *common, *out]) == 0
+        out = ["--out-users", str(tmp_path / f"{b}.users.parquet"), str(tmp_path / f"{b}.o.pq")]
+        out += ["--out-subreddits", str(tmp_path / f"{b}.subreddits.parquet"), str(tmp_path / "n")]
+        assert main(["groupness-bucket", "--posts", str(buckets[-1]), *bucket_job, *out]) == 0
+        demo_alone, other_alone = (
+            bucket_users(pl.scan_parquet(buckets[-1]), KEPT, [d])[0][0]
+            for d in load_demographics(demo)
+        )
+        assert pl.read_parquet(tmp_path / f"{b}.users.parquet").equals(demo_alone)
+        assert pl.read_parquet(tmp_path / f"{b}.o.pq").equals(other_alone)
+        assert other_alone.height > 0
+        names = tmp_path / f"{b}.subreddits.parquet"
+        assert names.read_bytes() == (tmp_path / "n").read_bytes()
     one = tmp_path / "one"
     one.mkdir()
     files = {k: one / k for k in ("users", "posts", "report", "health")}
@@ -178,7 +221,12 @@ def test_cli_bucket_jobs_and_reduce_write_the_single_jobs_files(tmp_path, capsys
 
     # bad combinations of flags: one line, no traceback
     capsys.readouterr()
+    one_output_for_two = ["--out-users", str(tmp_path / "x.parquet"), "--out-subreddits", "y", "z"]
     for bad, message in (
+        (
+            ["groupness-bucket", "--posts", str(buckets[0]), *bucket_job, *one_output_for_two],
+            "--out-users: 1 given for 2 --demographic",
+        ),
         ([*reduced, "--posts", str(buckets[0])], "not with --bucket-users"),
         ([*args, *outs, "--posts", str(buckets[0])], "required without --bucket-users"),
         ([*args, *outs, flags[0], flags[1]], "give both or neither"),
@@ -229,8 +277,6 @@ def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_on
     shards are reused and everything from the buckets on re-runs), on to the topic splits and
     the exported dataset: the same users, D_d (its parts together, row for row), reports,
     matches, curves, thresholds, topic posts and export."""
-    from splits.config.definitions import load_demographics
-
     work = tmp_path / "repo"
     shutil.copytree(default_run, work, symlinks=True)
     keys = [d.key for d in load_demographics(work / "config" / "demographics.sample.yaml")]
@@ -241,6 +287,12 @@ def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_on
     proc = run_snakemake(work, *targets, "--config", "ingest={buckets: 4}", timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = {1: _run_outputs(default_run / "results", keys), 4: _run_outputs(work / "results", keys)}
+    # one job per bucket for every demographic: its log, a users table and the bucket's
+    # subreddit names per demographic
+    for rule in ("groupness_bucket", "groupness_posts", "selfid_bucket"):
+        assert sorted(p.name for p in (work / "logs" / rule).iterdir()) == [
+            f"{b}.log" for b in range(4)
+        ]
     for key in keys:
         folder = work / "results" / "demographics" / key
         assert len(list((folder / "buckets").iterdir())) == 8
@@ -248,9 +300,6 @@ def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_on
             f"{b}.parquet" for b in range(4)
         ]
         assert not (folder / "posts.parquet").exists()
-        assert (work / "logs" / "groupness_bucket" / key / "3.log").exists()
-        assert (work / "logs" / "groupness_posts" / key / "3.log").exists()
-        assert (work / "logs" / "selfid_bucket" / key / "3.log").exists()
         assert not (default_run / "results" / "demographics" / key / "buckets").exists()
         assert not (default_run / "results" / "demographics" / key / "posts").exists()
     one, four = runs[1], runs[4]

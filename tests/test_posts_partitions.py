@@ -287,21 +287,29 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
         if "splits groupness-bucket" in command or "splits groupness-posts" in command:
             assert "--posts results/posts/buckets/0.parquet --" in command, command
     keys = _keys(work)
-    # per demographic and bucket: group-ness, D_d's part and its self-ID phrase search; per
-    # demographic one reduce and one self-ID job (verification, curve, threshold)
+    # per bucket, for every demographic at once: group-ness, D_d's parts and their self-ID
+    # phrase search; per demographic one reduce and one self-ID job (verification, curve,
+    # threshold)
     per_bucket = ("groupness_bucket", "groupness_posts", "selfid_bucket")
-    assert [counts[rule] for rule in per_bucket] == [4 * len(keys)] * 3
+    assert [counts[rule] for rule in per_bucket] == [4] * 3
     assert counts["groupness"] == counts["selfid"] == len(keys) > 1
     (shard,) = [c for c in commands if "splits topic-splits shard" in c]
+    for b in range(4):
+        # each demographic's part of the bucket paired with its key and its matches, in order
+        part_of = [f"results/demographics/{key}/posts/{b}.parquet" for key in keys]
+        (find,) = [c for c in commands if f"selfid find --posts {' '.join(part_of)} " in c]
+        matches_of = [f"results/demographics/{key}/selfid/{b}.matches.parquet" for key in keys]
+        assert f"--demographic {' '.join(keys)} --out {' '.join(matches_of)} " in find, find
+        (write,) = [c for c in commands if f"--out {' '.join(part_of)} " in c]
+        assert write.startswith(
+            f"POLARS_MAX_THREADS=1 splits groupness-posts --posts results/posts/buckets/{b}.parquet"
+        ), write
+        users_of = [f"results/demographics/{key}/users.parquet" for key in keys]
+        assert f"--users {' '.join(users_of)} " in write, write
     for key in keys:
         folder = f"results/demographics/{key}"
         parts = " ".join(f"{folder}/posts/{b}.parquet" for b in range(4))
         assert parts in shard, shard
-        for b in range(4):
-            (find,) = [
-                c for c in commands if f"selfid find --posts {folder}/posts/{b}.parquet" in c
-            ]
-            assert f"--out {folder}/selfid/{b}.matches.parquet" in find, find
         (selfid,) = [c for c in commands if f"selfid search --users {folder}/" in c]
         matches = " ".join(f"{folder}/selfid/{b}.matches.parquet" for b in range(4))
         assert f"--matches {matches} --demographics" in selfid and "--posts" not in selfid, selfid

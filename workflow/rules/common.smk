@@ -211,6 +211,13 @@ def graph_input_args(wildcards, input):
     ]  # fmt: skip
 
 
+def per_demographic(name):
+    """One file per demographic, ``results/demographics/<key>/<name>``, in DEMOGRAPHIC_KEYS'
+    order (what the per-bucket rules, one job for every demographic, read and write); ``name``
+    may hold the rule's ``{bucket}`` wildcard."""
+    return [f"{RESULTS}/demographics/{key}/{name}" for key in DEMOGRAPHIC_KEYS]
+
+
 def groupness_bucket_inputs(wildcards):
     """ingest.buckets > 1: every posts bucket's seed-user table and subreddit names of the
     demographic (rule groupness_bucket), which rule groupness reduces."""

@@ -6,6 +6,9 @@
 # bucket's part of D_d from the reduced users (a user's percentile and the top-user cut are
 # global, so a part needs the whole users table); rule selfid_bucket finds the self-ID phrases
 # in each part, and rule selfid verifies all the parts' matches and makes the curve and threshold.
+# The three per-bucket rules serve every demographic in one job per bucket (one process start
+# and one read of the bucket, not one per demographic: at P buckets 3P jobs, not 18P), so
+# editing one demographic's seeds or phrases re-runs them, and what follows, for all.
 
 if POSTS_BUCKETS > 1:
 
@@ -14,12 +17,14 @@ if POSTS_BUCKETS > 1:
             posts=f"{RESULTS}/posts/buckets/{{bucket}}.parquet",
             subreddits=f"{RESULTS}/graph/subreddits.parquet",
         output:
-            users=f"{RESULTS}/demographics/{{demographic}}/buckets/{{bucket}}.users.parquet",
-            subreddits=f"{RESULTS}/demographics/{{demographic}}/buckets/{{bucket}}.subreddits.parquet",
+            users=per_demographic("buckets/{bucket}.users.parquet"),
+            # the bucket's subreddit names, the same file for each demographic (the reduce of
+            # each reads only its own folder)
+            subreddits=per_demographic("buckets/{bucket}.subreddits.parquet"),
         log:
-            "logs/groupness_bucket/{demographic}/{bucket}.log",
+            "logs/groupness_bucket/{bucket}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/groupness_bucket/{{demographic}}/{{bucket}}.tsv"
+            f"{RESULTS}/benchmarks/groupness_bucket/{{bucket}}.tsv"
         conda:
             "../../envs/demographics.yaml"
         threads: config["demographics"]["threads"]
@@ -27,13 +32,12 @@ if POSTS_BUCKETS > 1:
             mem_mb=4096,
         params:
             demographics=DEMOGRAPHICS_FILE,
-            demographics_slice=lambda w: demographics_slice(
-                "seed_subreddits", demographic=w.demographic
-            ),
+            demographic_keys=DEMOGRAPHIC_KEYS,
+            demographics_slice=demographics_slice("seed_subreddits"),
         shell:
             "POLARS_MAX_THREADS={threads} splits groupness-bucket --posts {input.posts:q}"
             " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
-            " --demographic {wildcards.demographic:q} --out-users {output.users:q}"
+            " --demographic {params.demographic_keys:q} --out-users {output.users:q}"
             " --out-subreddits {output.subreddits:q} > {log:q} 2>&1"
 
     rule groupness:
@@ -73,14 +77,14 @@ if POSTS_BUCKETS > 1:
     rule groupness_posts:
         input:
             posts=f"{RESULTS}/posts/buckets/{{bucket}}.parquet",
-            users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
+            users=per_demographic("users.parquet"),
             subreddits=f"{RESULTS}/graph/subreddits.parquet",
         output:
-            posts=f"{RESULTS}/demographics/{{demographic}}/posts/{{bucket}}.parquet",
+            posts=per_demographic("posts/{bucket}.parquet"),
         log:
-            "logs/groupness_posts/{demographic}/{bucket}.log",
+            "logs/groupness_posts/{bucket}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/groupness_posts/{{demographic}}/{{bucket}}.tsv"
+            f"{RESULTS}/benchmarks/groupness_posts/{{bucket}}.tsv"
         conda:
             "../../envs/demographics.yaml"
         threads: config["demographics"]["threads"]
@@ -93,13 +97,13 @@ if POSTS_BUCKETS > 1:
 
     rule selfid_bucket:
         input:
-            posts=f"{RESULTS}/demographics/{{demographic}}/posts/{{bucket}}.parquet",
+            posts=per_demographic("posts/{bucket}.parquet"),
         output:
-            matches=f"{RESULTS}/demographics/{{demographic}}/selfid/{{bucket}}.matches.parquet",
+            matches=per_demographic("selfid/{bucket}.matches.parquet"),
         log:
-            "logs/selfid_bucket/{demographic}/{bucket}.log",
+            "logs/selfid_bucket/{bucket}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/selfid_bucket/{{demographic}}/{{bucket}}.tsv"
+            f"{RESULTS}/benchmarks/selfid_bucket/{{bucket}}.tsv"
         conda:
             "../../envs/demographics.yaml"
         threads: config["demographics"]["threads"]
@@ -107,13 +111,14 @@ if POSTS_BUCKETS > 1:
             mem_mb=4096,
         params:
             demographics=DEMOGRAPHICS_FILE,
-            demographics_slice=lambda w: demographics_slice(
-                "self_id_phrases", "anti_self_id_phrases", demographic=w.demographic
+            demographic_keys=DEMOGRAPHIC_KEYS,
+            demographics_slice=demographics_slice(
+                "self_id_phrases", "anti_self_id_phrases"
             ),
             settings=settings_json(config, SelfidFindSettings),
         shell:
             "POLARS_MAX_THREADS={threads} splits selfid find --posts {input.posts:q}"
-            " --demographics {params.demographics:q} --demographic {wildcards.demographic:q}"
+            " --demographics {params.demographics:q} --demographic {params.demographic_keys:q}"
             " --out {output.matches:q} --settings {params.settings:q} > {log:q} 2>&1"
 
 else:

@@ -76,11 +76,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "groupness-bucket": (
         "splits.demographics.cli",
-        "one posts bucket's seed users of a demographic: counts and group-ness scores",
+        "one posts bucket's seed users of every demographic: counts and group-ness scores",
     ),
     "groupness-posts": (
         "splits.demographics.cli",
-        "one posts bucket's part of a demographic's posts D_d (after group-ness's reduce)",
+        "one posts bucket's part of each demographic's posts D_d (after group-ness's reduce)",
     ),
     "selfid": (
         "splits.demographics.cli",

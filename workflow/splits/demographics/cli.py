@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 def _add_demographic_arguments(parser: argparse.ArgumentParser) -> None:
-    """The graph's subreddits and the demographic, read by group-ness and its bucket jobs."""
+    """The graph's subreddits and the demographic, read by group-ness."""
     parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
     parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
     parser.add_argument("--demographic", required=True, help="demographic key")
@@ -144,52 +144,92 @@ def run_groupness(args: argparse.Namespace) -> int:
     return 0
 
 
+def _paired(flag: str, values: list[str], other_flag: str, others: list[str]) -> None:
+    """A bucket command's per-demographic lists must pair up, one value of each per
+    demographic, in the same order."""
+    if len(values) != len(others):
+        raise ConfigError(
+            f"{flag}: {len(values)} given for {len(others)} {other_flag}: give one per"
+            f" {other_flag.lstrip('-')}, in the same order"
+        )
+
+
 def configure_groupness_bucket(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--posts", required=True, help="one posts bucket by author (Parquet)")
-    _add_demographic_arguments(parser)
+    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
+    parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
     parser.add_argument(
-        "--out-users", required=True, help="the bucket's seed users: counts and scores (Parquet)"
+        "--demographic",
+        nargs="+",
+        required=True,
+        help="demographic keys: the bucket is read once for all of them",
     )
     parser.add_argument(
-        "--out-subreddits", required=True, help="the bucket's subreddit names (Parquet)"
+        "--out-users",
+        nargs="+",
+        required=True,
+        help="each demographic's seed users in the bucket, counts and scores (Parquet; one per"
+        " --demographic, in its order)",
+    )
+    parser.add_argument(
+        "--out-subreddits",
+        nargs="+",
+        required=True,
+        help="the bucket's subreddit names (Parquet; the same table for each --demographic, one"
+        " file per demographic, in its order)",
     )
 
 
 def run_groupness_bucket(args: argparse.Namespace) -> int:
-    demographic = find_demographic(args.demographics, args.demographic)
+    _paired("--out-users", args.out_users, "--demographic", args.demographic)
+    _paired("--out-subreddits", args.out_subreddits, "--demographic", args.demographic)
+    demographics = [find_demographic(args.demographics, key) for key in args.demographic]
     posts = scan_posts(_existing("--posts", [args.posts]))
-    users, names = bucket_users(posts, kept_subreddits(args.subreddits), demographic)
-    write_parquet(users, args.out_users)
-    write_parquet(names, args.out_subreddits)
-    log.info("%s: %d seed users in %s", demographic.key, users.height, args.posts)
+    tables, names = bucket_users(posts, kept_subreddits(args.subreddits), demographics)
+    outputs = zip(demographics, tables, args.out_users, args.out_subreddits, strict=True)
+    for demographic, users, users_path, names_path in outputs:
+        write_parquet(users, users_path)
+        write_parquet(names, names_path)
+        log.info("%s: %d seed users in %s", demographic.key, users.height, args.posts)
     return 0
 
 
 def configure_groupness_posts(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--posts", required=True, help="one posts bucket by author (Parquet)")
     parser.add_argument(
-        "--users", required=True, help="the demographic's users table (splits groupness)"
+        "--users",
+        nargs="+",
+        required=True,
+        help="the demographics' users tables (splits groupness), one per demographic",
     )
     parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
     parser.add_argument(
-        "--out", required=True, help="the bucket's part of D_d, sorted by post id (Parquet)"
+        "--out",
+        nargs="+",
+        required=True,
+        help="each demographic's part of D_d from this bucket, sorted by post id (Parquet; one"
+        " per --users, in its order)",
     )
 
 
 def run_groupness_posts(args: argparse.Namespace) -> int:
+    _paired("--out", args.out, "--users", args.users)
     posts = scan_posts(_existing("--posts", [args.posts]))
-    (users_file,) = _existing("--users", [args.users])
+    users_files = _existing("--users", args.users)
     columns = ["author", "groupness", "percentile"]
-    missing = sorted(set(columns) - set(pl.read_parquet_schema(users_file)))
-    if missing:
-        raise ConfigError(
-            f"--users: {users_file} has no column {', '.join(missing)} (the users table that"
-            " splits groupness writes)"
-        )
-    users = pl.read_parquet(users_file, columns=columns)
+    for users_file in users_files:
+        missing = sorted(set(columns) - set(pl.read_parquet_schema(users_file)))
+        if missing:
+            raise ConfigError(
+                f"--users: {users_file} has no column {', '.join(missing)} (the users table"
+                " that splits groupness writes)"
+            )
     kept = kept_subreddits(args.subreddits)
-    n_posts = write_demographic_posts(demographic_posts(posts, users, kept), args.out)
-    log.info("%d posts of D_d in %s", n_posts, args.posts)
+    # one demographic's users at a time: the job holds one users table, as one job each did
+    for users_file, out in zip(users_files, args.out, strict=True):
+        users = pl.read_parquet(users_file, columns=columns)
+        n_posts = write_demographic_posts(demographic_posts(posts, users, kept), out)
+        log.info("%d posts of D_d in %s (users %s)", n_posts, args.posts, users_file)
     return 0
 
 
@@ -229,11 +269,25 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     )
     search.add_argument("--out-plot", required=True, help="self-ID curve plot (PNG)")
     add_settings_arguments(search)
-    find = sub.add_parser("find", help="the phrase matches of one part of D_d (unverified)")
-    find.add_argument("--posts", required=True, help="one part of D_d (posts/<bucket>.parquet)")
+    find = sub.add_parser(
+        "find", help="the phrase matches of one part of D_d per demographic (unverified)"
+    )
+    find.add_argument(
+        "--posts",
+        nargs="+",
+        required=True,
+        help="a part of D_d (posts/<bucket>.parquet) per --demographic, in its order",
+    )
     find.add_argument("--demographics", required=True, help="demographics file")
-    find.add_argument("--demographic", required=True, help="demographic key (demographics file)")
-    find.add_argument("--out", required=True, help="the part's phrase matches (Parquet)")
+    find.add_argument(
+        "--demographic", nargs="+", required=True, help="demographic keys (demographics file)"
+    )
+    find.add_argument(
+        "--out",
+        nargs="+",
+        required=True,
+        help="each part's phrase matches (Parquet; one per --demographic, in its order)",
+    )
     add_settings_arguments(find)
     summary = sub.add_parser("summary", help="thresholds.json and the formula comparison table")
     summary.add_argument(
@@ -331,11 +385,14 @@ def _run_search(args: argparse.Namespace) -> int:
 
 def _run_find(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, SelfidFindSettings)
-    demographic = find_demographic(args.demographics, args.demographic)
-    posts = pl.scan_parquet(_existing("--posts", [args.posts]))
-    matches = search_matches(posts, demographic, settings)
-    write_parquet(matches, args.out)
-    log.info("%s: %d phrase matches in %s", demographic.key, matches.height, args.posts)
+    _paired("--posts", args.posts, "--demographic", args.demographic)
+    _paired("--out", args.out, "--demographic", args.demographic)
+    demographics = [find_demographic(args.demographics, key) for key in args.demographic]
+    parts = _existing("--posts", args.posts)
+    for demographic, part, out in zip(demographics, parts, args.out, strict=True):
+        matches = search_matches(pl.scan_parquet(part), demographic, settings)
+        write_parquet(matches, out)
+        log.info("%s: %d phrase matches in %s", demographic.key, matches.height, part)
     return 0
 
 

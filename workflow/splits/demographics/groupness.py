@@ -166,15 +166,25 @@ def user_aggregates(posts: pl.LazyFrame, counts: pl.DataFrame, kept: list[str]) 
     n_seed_subreddits, the score of every formula and n_posts, the user's posts in the kept
     subreddits (lowercased), sorted by author. Everything here is per user, so the table of a
     posts bucket by author is exact for that bucket's users."""
-    scores = groupness_scores(counts.lazy()).collect()
-    n_posts = (
+    return _with_post_counts(counts, _kept_post_counts(posts, counts, kept))
+
+
+def _kept_post_counts(posts: pl.LazyFrame, counts: pl.DataFrame, kept: list[str]) -> pl.DataFrame:
+    """n_posts: the posts in the kept subreddits (lowercased) of every author in ``counts``."""
+    return (
         posts.select("author", pl.col("subreddit").str.to_lowercase().alias("subreddit"))
         .filter(pl.col("subreddit").is_in(kept))
-        .join(scores.lazy().select("author"), on="author", how="semi")
+        .join(counts.lazy().select(pl.col("author").unique()), on="author", how="semi")
         .group_by("author")
         .agg(pl.len().cast(pl.Int64).alias("n_posts"))
         .collect(engine="streaming")
     )
+
+
+def _with_post_counts(counts: pl.DataFrame, n_posts: pl.DataFrame) -> pl.DataFrame:
+    """The aggregates of :func:`user_aggregates` from the seed counts and n_posts of (at least)
+    the same authors."""
+    scores = groupness_scores(counts.lazy()).collect()
     return (
         scores.join(n_posts, on="author", how="left")
         .with_columns(pl.col("n_posts").fill_null(0))
@@ -216,18 +226,26 @@ def build_users(
 
 
 def bucket_users(
-    posts: pl.LazyFrame, kept_subreddits: list[str], demographic: Demographic
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """One posts bucket by author (ingest.buckets > 1): its seed users' aggregates
-    (:func:`user_aggregates`) and its subreddit names (column ``subreddit``), the inputs of
-    :func:`merge_bucket_users`."""
-    seeds = [s.lower() for s in demographic.seed_subreddits]
+    posts: pl.LazyFrame, kept_subreddits: list[str], demographics: list[Demographic]
+) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """One posts bucket by author (ingest.buckets > 1), for every demographic at once: each
+    demographic's seed users' aggregates (:func:`user_aggregates`, in the order of
+    ``demographics``) and the bucket's subreddit names (column ``subreddit``), the inputs of
+    :func:`merge_bucket_users`. The bucket is read three times whatever the number of
+    demographics: the seed counts of all their seeds, the names, the kept posts of all their seed
+    users; each demographic's table is then cut from those."""
     kept = sorted({s.lower() for s in kept_subreddits})
-    counts = seed_counts(posts, seeds).collect(engine="streaming")
+    seeds_of = [sorted({s.lower() for s in d.seed_subreddits}) for d in demographics]
+    counts = seed_counts(posts, sorted(set().union(*seeds_of))).collect(engine="streaming")
     names = pl.DataFrame(
         {"subreddit": post_subreddit_names(posts)}, schema={"subreddit": pl.String}
     )
-    return user_aggregates(posts, counts, kept), names
+    n_posts = _kept_post_counts(posts, counts, kept)
+    tables = [
+        _with_post_counts(counts.filter(pl.col("subreddit").is_in(seeds)), n_posts)
+        for seeds in seeds_of
+    ]
+    return tables, names
 
 
 def merge_bucket_users(
