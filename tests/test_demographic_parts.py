@@ -130,6 +130,16 @@ def test_selfid_on_the_parts_and_on_their_matches_equals_the_one_file(tmp_path, 
             else:
                 assert value == outputs[other][name], (other, name)
 
+    # the search reads the users table's columns it needs only; a table without one of them (a
+    # bucket's seed-user table, here one without n_posts) is one line naming it
+    lacking = tmp_path / "lacking.parquet"
+    pl.read_parquet(tmp_path / "users.parquet").drop("n_posts").write_parquet(lacking)
+    capsys.readouterr()
+    argv[argv.index("--users") + 1] = str(lacking)
+    assert main([*argv, "--settings", json.dumps(settings)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "lacking.parquet has no column n_posts" in err, err
+
 
 def test_selfid_search_takes_posts_or_matches_not_both(tmp_path, capsys):
     from splits.cli import main

@@ -29,6 +29,7 @@ from splits.demographics.groupness import (
 )
 from splits.demographics.selfid import (
     OPT_IN_KEY,
+    USER_SEARCH_COLUMNS,
     check_settings,
     comparison_markdown,
     plot_curve,
@@ -337,7 +338,13 @@ def _run_search(args: argparse.Namespace) -> int:
     demographic = find_demographic(args.demographics, args.demographic)
     check_settings(settings)
     (users_file,) = _existing("--users", [args.users])
-    users = pl.read_parquet(users_file)
+    missing = [c for c in USER_SEARCH_COLUMNS if c not in pl.read_parquet_schema(users_file)]
+    if missing:
+        raise ConfigError(
+            f"--users: {users_file} has no column {', '.join(missing)} (the users table that"
+            " splits groupness writes)"
+        )
+    users = pl.read_parquet(users_file, columns=USER_SEARCH_COLUMNS)
     if args.posts:
         posts = pl.scan_parquet(_existing("--posts", args.posts))
         matches = search_matches(posts, demographic, SelfidFindSettings(settings.context_chars))

@@ -86,6 +86,9 @@ log = logging.getLogger(__name__)
 
 OPT_IN_KEY = "demographics.accept_unsupported_thresholds"
 STAGE = "selfid"
+# the users table's columns the search reads (a user's counts, bin and every formula's score),
+# read alone: the rest of a large table (its demographic, groupness and seed counts) is not held
+USER_SEARCH_COLUMNS = ["author", "percentile", "n_posts", *map(groupness_column, FORMULAS)]
 
 
 # --------------------------------------------------------------------------- formula comparison
