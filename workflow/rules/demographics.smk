@@ -6,9 +6,10 @@
 # bucket's part of D_d from the reduced users (a user's percentile and the top-user cut are
 # global, so a part needs the whole users table); rule selfid_bucket finds the self-ID phrases
 # in each part, and rule selfid verifies all the parts' matches and makes the curve and threshold.
-# The three per-bucket rules serve every demographic in one job per bucket (one process start
-# and one read of the bucket, not one per demographic: at P buckets 3P jobs, not 18P), so
-# editing one demographic's seeds or phrases re-runs them, and what follows, for all.
+# The three per-bucket rules serve every demographic in one job per bucket (one process start per
+# bucket, not one per demographic and bucket: at P buckets 3P jobs, not 18P; group-ness reads the
+# bucket three times for all demographics together), so editing one demographic's seeds or
+# phrases re-runs them, and what follows, for all.
 
 if POSTS_BUCKETS > 1:
 
