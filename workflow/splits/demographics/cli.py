@@ -50,11 +50,20 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- splits groupness
 
 
-def _add_demographic_arguments(parser: argparse.ArgumentParser) -> None:
-    """The graph's subreddits and the demographic, read by group-ness."""
+def _add_demographic_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
+    """The graph's subreddits and the demographic (``many``: the demographics, one job for all
+    of them), read by group-ness and its bucket jobs."""
     parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
     parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
-    parser.add_argument("--demographic", required=True, help="demographic key")
+    if many:
+        parser.add_argument(
+            "--demographic",
+            nargs="+",
+            required=True,
+            help="demographic keys: the bucket is read once for all of them",
+        )
+    else:
+        parser.add_argument("--demographic", required=True, help="demographic key")
 
 
 def configure_groupness(parser: argparse.ArgumentParser) -> None:
@@ -145,6 +154,17 @@ def run_groupness(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_users(users_file: str, columns: list[str]) -> None:
+    """A demographic's users table (``splits groupness``'s output) must have the columns a job
+    reads; a file without one of them (a bucket's seed-user table, say) is a one-line error."""
+    missing = [c for c in columns if c not in pl.read_parquet_schema(users_file)]
+    if missing:
+        raise ConfigError(
+            f"--users: {users_file} has no column {', '.join(missing)} (the users table that"
+            " splits groupness writes)"
+        )
+
+
 def _paired(flag: str, values: list[str], other_flag: str, others: list[str]) -> None:
     """A bucket command's per-demographic lists must pair up, one value of each per
     demographic, in the same order."""
@@ -157,14 +177,7 @@ def _paired(flag: str, values: list[str], other_flag: str, others: list[str]) ->
 
 def configure_groupness_bucket(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--posts", required=True, help="one posts bucket by author (Parquet)")
-    parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
-    parser.add_argument("--demographics", required=True, help="demographics file (YAML or JSON)")
-    parser.add_argument(
-        "--demographic",
-        nargs="+",
-        required=True,
-        help="demographic keys: the bucket is read once for all of them",
-    )
+    _add_demographic_arguments(parser, many=True)
     parser.add_argument(
         "--out-users",
         nargs="+",
@@ -218,13 +231,8 @@ def run_groupness_posts(args: argparse.Namespace) -> int:
     posts = scan_posts(_existing("--posts", [args.posts]))
     users_files = _existing("--users", args.users)
     columns = ["author", "groupness", "percentile"]
-    for users_file in users_files:
-        missing = sorted(set(columns) - set(pl.read_parquet_schema(users_file)))
-        if missing:
-            raise ConfigError(
-                f"--users: {users_file} has no column {', '.join(missing)} (the users table"
-                " that splits groupness writes)"
-            )
+    for users_file in users_files:  # every table checked before the first part is written
+        _check_users(users_file, columns)
     kept = kept_subreddits(args.subreddits)
     # one demographic's users at a time: the job holds one users table, as one job each did
     for users_file, out in zip(users_files, args.out, strict=True):
@@ -338,12 +346,7 @@ def _run_search(args: argparse.Namespace) -> int:
     demographic = find_demographic(args.demographics, args.demographic)
     check_settings(settings)
     (users_file,) = _existing("--users", [args.users])
-    missing = [c for c in USER_SEARCH_COLUMNS if c not in pl.read_parquet_schema(users_file)]
-    if missing:
-        raise ConfigError(
-            f"--users: {users_file} has no column {', '.join(missing)} (the users table that"
-            " splits groupness writes)"
-        )
+    _check_users(users_file, USER_SEARCH_COLUMNS)
     users = pl.read_parquet(users_file, columns=USER_SEARCH_COLUMNS)
     if args.posts:
         posts = pl.scan_parquet(_existing("--posts", args.posts))
