@@ -49,6 +49,10 @@ MAX_LENGTH = 128  # encoder tokens per text, as the release
 HASHED_KIND = "hashed-ngrams"
 HASHED_DIMS = 1024
 HASHED_CACHE_WORDS = 20_000  # word vectors kept (8 KiB each at 1024 dimensions)
+# The score is rounded: the QR under it runs in the machine's BLAS, whose kernels (chosen per CPU)
+# round in their own order, so unrounded the same inputs gave floats a few ulps apart on two CPUs
+# (and outputs that differ byte for byte); 9 decimals, as group-ness, is far below any use.
+SCORE_DECIMALS = 9
 
 
 # --------------------------------------------------------------------------- the score
@@ -56,7 +60,7 @@ HASHED_CACHE_WORDS = 20_000  # word vectors kept (8 KiB each at 1024 dimensions)
 
 def subspace_recall(identity: np.ndarray, lexicon: np.ndarray) -> float:
     """SubspaceBERTScore recall of the identity token vectors (rows) against the span of the
-    lexicon's token vectors (rows)."""
+    lexicon's token vectors (rows), rounded to ``SCORE_DECIMALS`` decimals."""
     identity = np.asarray(identity, dtype=np.float64)
     lexicon = np.asarray(lexicon, dtype=np.float64)
     if identity.ndim != 2 or lexicon.ndim != 2 or not len(identity) or not len(lexicon):
@@ -68,7 +72,7 @@ def subspace_recall(identity: np.ndarray, lexicon: np.ndarray) -> float:
         return 0.0
     unit = identity[keep] / weights[keep, None]
     membership = np.minimum(np.linalg.norm(unit @ basis, axis=1), 1.0)
-    return float((membership * weights[keep]).sum() / weights[keep].sum())
+    return round(float((membership * weights[keep]).sum() / weights[keep].sum()), SCORE_DECIMALS)
 
 
 def covered_identity_words(identity_words: Sequence[str], lexicon: Sequence[str]) -> list[str]:
