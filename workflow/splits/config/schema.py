@@ -13,13 +13,15 @@ import importlib.resources
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from splits.config.yamlfile import expanded_size, read_yaml
 from splits.errors import ConfigError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 # the files the package reads itself (package data, so that a non-editable install has them)
 PACKAGE_DATA = Path(str(importlib.resources.files("splits") / "data"))
@@ -30,6 +32,8 @@ SCHEMA_PATH = PACKAGE_DATA / "config.schema.yaml"
 
 
 def _with_defaults(validator_class):
+    import jsonschema
+
     validate_properties = validator_class.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):
@@ -42,7 +46,14 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-_DefaultingValidator = _with_defaults(jsonschema.Draft7Validator)
+@functools.cache
+def _defaulting_validator():
+    """Draft 7 filling defaults, built at the first validation: jsonschema is imported only
+    where a config is validated (~0.1 CPU s a process), not by every stage job that reads a
+    demographics or topics file through this module."""
+    import jsonschema
+
+    return _with_defaults(jsonschema.Draft7Validator)
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict:
@@ -83,7 +94,7 @@ def validate_config(config: dict, schema: dict | None = None) -> dict:
     Raises ConfigError naming the first offending key (unknown key, wrong type, bad value).
     """
     schema = load_schema() if schema is None else schema
-    validator = _DefaultingValidator(schema)
+    validator = _defaulting_validator()(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), e.path))
     if errors:
         err = errors[0]
