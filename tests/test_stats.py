@@ -37,6 +37,20 @@ def test_benjamini_hochberg_matches_statsmodels():
         )
 
 
+def test_benjamini_hochberg_is_scipys_false_discovery_control_float_for_float():
+    """The q-values are written out in numpy (no scipy.stats import in the jobs that need only
+    them); they must be scipy's own floats, ties, zeros, ones and one-element families included."""
+    rng = np.random.default_rng(3)
+    families = [rng.uniform(size=n) for n in (2, 3, 17, 400)]
+    families += [rng.uniform(size=50) ** 6, np.round(rng.uniform(size=60), 2)]
+    families += [np.array([0.0, 1.0, 0.5, 0.5, 1e-300]), np.array([0.3])]
+    for p in families:
+        expected = scipy_stats.false_discovery_control(p, method="bh")
+        assert np.array_equal(benjamini_hochberg(p), expected)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        benjamini_hochberg([0.2, 1.5])
+
+
 def test_benjamini_hochberg_hand_values_and_nan_rule():
     # sorted p 0.01, 0.03, 0.04, 0.20 -> p m / i = 0.04, 0.06, 0.0533, 0.20 -> running minimum
     # from the largest: 0.04, 0.0533, 0.0533, 0.20

@@ -416,7 +416,11 @@ def null_histograms(result: GraspResult, path: str, title: str) -> None:
             finite = values["value"].drop_nulls().to_numpy() if values is not None else np.array([])
             finite = finite[np.isfinite(finite)]
             if finite.size:
-                ax.hist(finite, bins=30, color="#9bb7d4")
+                # one filled outline, not hist's 30 bar patches: the same PNG, byte for byte,
+                # drawn and laid out in a fraction of the time (the plot of 40+ panels took
+                # most of the job)
+                counts, edges = np.histogram(finite, bins=30)
+                ax.stairs(counts, edges, fill=True, color="#9bb7d4")
                 ax.axvline(row[f"null_median_{metric}"], color="#555555", ls="--", lw=1)
             observed = row[metric]
             if observed is not None and np.isfinite(observed):
