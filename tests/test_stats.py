@@ -47,7 +47,7 @@ def test_benjamini_hochberg_is_scipys_false_discovery_control_float_for_float():
     for p in families:
         expected = scipy_stats.false_discovery_control(p, method="bh")
         assert np.array_equal(benjamini_hochberg(p), expected)
-    with pytest.raises(ValueError, match="between 0 and 1"):
+    with pytest.raises(ValueError, match="must lie between 0 and 1"):
         benjamini_hochberg([0.2, 1.5])
 
 
