@@ -31,10 +31,14 @@ SCHEMA_PATH = PACKAGE_DATA / "config.schema.yaml"
 # --------------------------------------------------------------------------- config files
 
 
-def _with_defaults(validator_class):
+@functools.cache
+def _defaulting_validator():
+    """Draft 7 that fills each property's default, built at the first validation: jsonschema is
+    imported only where a config is validated (~0.1 CPU s a process), not by every stage job
+    that reads a demographics or topics file through this module."""
     import jsonschema
 
-    validate_properties = validator_class.VALIDATORS["properties"]
+    validate_properties = jsonschema.Draft7Validator.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):
         if isinstance(instance, dict):
@@ -43,17 +47,7 @@ def _with_defaults(validator_class):
                     instance.setdefault(name, json.loads(json.dumps(subschema["default"])))
         yield from validate_properties(validator, properties, instance, schema)
 
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
-
-
-@functools.cache
-def _defaulting_validator():
-    """Draft 7 filling defaults, built at the first validation: jsonschema is imported only
-    where a config is validated (~0.1 CPU s a process), not by every stage job that reads a
-    demographics or topics file through this module."""
-    import jsonschema
-
-    return _with_defaults(jsonschema.Draft7Validator)
+    return jsonschema.validators.extend(jsonschema.Draft7Validator, {"properties": set_defaults})
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> dict:

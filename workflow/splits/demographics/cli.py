@@ -157,7 +157,8 @@ def run_groupness(args: argparse.Namespace) -> int:
 def _check_users(users_file: str, columns: list[str]) -> None:
     """A demographic's users table (``splits groupness``'s output) must have the columns a job
     reads; a file without one of them (a bucket's seed-user table, say) is a one-line error."""
-    missing = [c for c in columns if c not in pl.read_parquet_schema(users_file)]
+    schema = pl.read_parquet_schema(users_file)  # the footer, read once
+    missing = [c for c in columns if c not in schema]
     if missing:
         raise ConfigError(
             f"--users: {users_file} has no column {', '.join(missing)} (the users table that"
