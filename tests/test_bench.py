@@ -28,6 +28,7 @@ DONE = {
     "bench_bm25": "topic_splits",
     "bench_dag": "dry-run DAG build",
     "bench_graph": "extrapolation to 50,000 subreddits",
+    "bench_groupness_reduce": "same users table and report",
     "bench_ingest": "stage/parse+write",
     "bench_ingest_compressed": "load average at the end",
     "bench_llm_engines": "transformers / release-hf",

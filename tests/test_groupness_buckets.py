@@ -13,6 +13,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import splits.demographics.groupness as groupness
+import splits.io as sio
 import yaml
 from conftest import run_snakemake
 from splits.config.definitions import load_demographics
@@ -59,7 +61,13 @@ def write_buckets(parts: list[pl.DataFrame], folder: Path) -> tuple[list[Path], 
 
 @pytest.mark.parametrize("buckets", [3, 4])
 @pytest.mark.parametrize("formula", ["sum_log", "entropy"])
-def test_bucketed_users_and_d_d_equal_the_single_job(tmp_path, buckets, formula):
+@pytest.mark.parametrize("window", ["whole", "small"])
+def test_bucketed_users_and_d_d_equal_the_single_job(
+    tmp_path, monkeypatch, buckets, formula, window
+):
+    if window == "small":  # the users table merged a few dozen users at a time
+        monkeypatch.setattr(sio, "MERGE_MIN_BATCH_ROWS", 4)
+        monkeypatch.setattr(groupness, "MERGE_ROWS", 40)
     posts = make_posts(400, seed=11)
     # ties at the top-user cut: users with the same n_posts cut by name, across buckets
     options = settings(groupness=formula, top_user_fraction=0.05)
@@ -75,9 +83,19 @@ def test_bucketed_users_and_d_d_equal_the_single_job(tmp_path, buckets, formula)
     parts[-1] = parts[-1].with_columns(pl.lit("only_general").alias("author"))
     assert min(p.height for p in parts[:buckets]) > 100
     users_files, names_files = write_buckets(parts, tmp_path / "buckets")
-    merged = merge_bucket_users(users_files, names_files, KEPT, demographic(SEEDS), bots, options)
-    assert merged.users.equals(single.users)
-    assert merged.report == single.report
+    out = tmp_path / "users.parquet"
+    merged = merge_bucket_users(
+        users_files, names_files, KEPT, demographic(SEEDS), bots, options, out
+    )
+    assert merged.users is None
+    if window == "small":  # written piece by piece as the merge goes
+        import pyarrow.parquet as pq
+
+        assert pq.ParquetFile(out).num_row_groups > 5
+    merged_users = pl.read_parquet(out)
+    assert merged_users.equals(single.users)
+    posts_of_users = int(single.users["n_posts"].sum())
+    assert merged.report == {**single.report, "posts": posts_of_users}
     assert merged.findings == single.findings
     assert single.users.height > 300
 
@@ -88,8 +106,8 @@ def test_bucketed_users_and_d_d_equal_the_single_job(tmp_path, buckets, formula)
         files.append(tmp_path / f"posts{b}.parquet")
         part.write_parquet(files[-1])
     scan = pl.scan_parquet(files)
-    n_many = write_demographic_posts(demographic_posts(scan, merged.users, KEPT), many)
-    assert n_one == n_many > 1000
+    n_many = write_demographic_posts(demographic_posts(scan, merged_users, KEPT), many)
+    assert n_one == n_many == posts_of_users > 1000
     assert pl.read_parquet(many).equals(pl.read_parquet(one))
 
 
@@ -120,14 +138,23 @@ def test_one_bucket_job_for_every_demographic_equals_one_job_each():
     assert (both["n_seed_posts"] != both["n_seed_posts_other"]).any()
 
 
-def test_an_author_in_two_buckets_is_one_line_error(tmp_path):
+@pytest.mark.parametrize("window", ["whole", "small"])
+def test_an_author_in_two_buckets_is_one_line_error(tmp_path, monkeypatch, window):
+    if window == "small":  # repeated authors met across the merge's windows are counted too
+        monkeypatch.setattr(sio, "MERGE_MIN_BATCH_ROWS", 1)
+        monkeypatch.setattr(groupness, "MERGE_ROWS", 2)
     posts = make_posts(60, seed=3)
     users_files, names_files = write_buckets([posts, posts.head(40)], tmp_path)
+    out = tmp_path / "users.parquet"
     with pytest.raises(InputError, match="authors are in more than one bucket") as err:
         merge_bucket_users(
-            users_files, names_files, KEPT, demographic(SEEDS), read_bots(None), settings()
+            users_files, names_files, KEPT, demographic(SEEDS), read_bots(None), settings(), out
         )
     assert "\n" not in str(err.value)
+    # every repeated author counted, none of the table written
+    twice = pl.read_parquet(users_files[1])["author"]
+    assert f"{twice.len()} authors" in str(err.value) and twice.len() >= 3
+    assert not out.exists() and not list(tmp_path.glob(".users.parquet*"))
 
 
 def _demographics_file(path: Path) -> Path:

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from splits.errors import InputError
 from splits.filecheck import as_os_error
 
 PARQUET_COMPRESSION = "zstd"
@@ -91,15 +92,22 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 def write_parquet(
-    frame: pl.DataFrame | pl.LazyFrame, path: str | Path, compression_level: int | None = None
+    frame: pl.DataFrame | pl.LazyFrame,
+    path: str | Path,
+    compression_level: int | None = None,
+    row_group_size: int | None = None,
 ) -> Path:
     """Write a frame as zstd Parquet atomically. ``compression_level`` (zstd 1-22, None: the
-    library's default) trades file size for write speed."""
+    library's default) trades file size for write speed; ``row_group_size`` (rows; None: the
+    library's default) bounds what a reader decodes at once (see :func:`iter_sorted_merge`)."""
     path = Path(path)
     with atomic_path(path) as tmp:
         if isinstance(frame, pl.LazyFrame):
             frame.sink_parquet(
-                tmp, compression=PARQUET_COMPRESSION, compression_level=compression_level
+                tmp,
+                compression=PARQUET_COMPRESSION,
+                compression_level=compression_level,
+                row_group_size=row_group_size,
             )
         else:
             frame.write_parquet(
@@ -107,6 +115,7 @@ def write_parquet(
                 compression=PARQUET_COMPRESSION,
                 compression_level=compression_level,
                 statistics=True,
+                row_group_size=row_group_size,
             )
     return path
 
@@ -122,7 +131,7 @@ class ParquetAppender:
         self._writer = None
         self.rows = 0
 
-    def write(self, frame: pl.DataFrame) -> None:
+    def write(self, frame: pl.DataFrame, row_group_size: int | None = None) -> None:
         import pyarrow.parquet as pq
 
         table = frame.to_arrow()
@@ -131,7 +140,7 @@ class ParquetAppender:
                 self._writer = pq.ParquetWriter(
                     self._tmp, table.schema, compression=PARQUET_COMPRESSION
                 )
-            self._writer.write_table(table)
+            self._writer.write_table(table, row_group_size=row_group_size)
         except Exception as err:  # a full disk: the temporary goes, the error names the output
             self.discard()
             raise (as_os_error(err, self.path) or err) from err
@@ -203,6 +212,99 @@ def _write_sorted_parts(frame: pl.LazyFrame, by: str, path: Path, max_rows: int)
         raise
     out.close()
     return out.rows
+
+
+MERGE_FAN_IN = 64  # files merged at once; more are merged in rounds through scratch files
+MERGE_ROW_GROUP_ROWS = 8192  # row group of a file written to be merged (what a reader decodes)
+MERGE_MIN_BATCH_ROWS = 1024  # rows a merge reads from a file at once, at least
+
+
+def iter_sorted_merge(
+    paths: list[str | Path],
+    by: str,
+    max_rows: int,
+    columns: list[str] | None = None,
+    scratch: str | Path | None = None,
+) -> Iterator[pl.DataFrame]:
+    """The rows of Parquet files that are each sorted by the column ``by`` (no nulls), as one
+    stream sorted by ``by``: a k-way merge holding about ``max_rows`` rows in all, however
+    large the files are together. Each yielded frame is sorted, and every key in it is at most
+    every key of the frames after it (a key found in two files comes out in one frame).
+
+    A file is read in batches of ``max_rows`` / files rows; a reader also decodes one row group
+    at a time, so files written for merging keep row groups small (``MERGE_ROW_GROUP_ROWS``).
+    Past ``MERGE_FAN_IN`` files, groups of them are first merged into files in ``scratch`` (a
+    temporary folder; the system's when None), so the rows held do not grow with the number of
+    files. ``columns``: those to read (``by`` is read and yielded first whether named or not),
+    all when None. A file out of order is a one-line error."""
+    names = None if columns is None else list(dict.fromkeys([by, *columns]))
+    paths = [Path(p) for p in paths]
+    if len(paths) <= MERGE_FAN_IN:
+        yield from _merge_files(paths, by, max_rows, names)
+        return
+    with tempfile.TemporaryDirectory(dir=scratch, prefix=".merge.") as folder:
+        while len(paths) > MERGE_FAN_IN:
+            rounds = []
+            for start in range(0, len(paths), MERGE_FAN_IN):
+                rounds.append(Path(folder) / f"{len(rounds)}.{start}.parquet")
+                out = ParquetAppender(rounds[-1])
+                for frame in _merge_files(paths[start : start + MERGE_FAN_IN], by, max_rows, names):
+                    out.write(frame, row_group_size=MERGE_ROW_GROUP_ROWS)
+                out.close(
+                    pl.DataFrame(schema=pl.read_parquet_schema(paths[start])).select(
+                        names or pl.all()
+                    )
+                )
+            paths = rounds
+        yield from _merge_files(paths, by, max_rows, names)
+
+
+def _merge_files(
+    paths: list[Path], by: str, max_rows: int, names: list[str] | None
+) -> Iterator[pl.DataFrame]:
+    import pyarrow.parquet as pq
+
+    batch_rows = max(MERGE_MIN_BATCH_ROWS, max_rows // max(1, len(paths)))
+
+    def batches(path):
+        last = None
+        # pre_buffer=False: with it, pyarrow reads every row group's bytes up front
+        reader = pq.ParquetFile(path, pre_buffer=False)
+        for batch in reader.iter_batches(batch_size=batch_rows, columns=names):
+            frame = pl.from_arrow(batch)
+            if frame.height == 0:
+                continue
+            keys = frame.get_column(by)
+            if keys.null_count() or not keys.is_sorted() or (last is not None and keys[0] < last):
+                raise InputError(f"{path}: not sorted by {by} (or a null {by}); cannot merge it")
+            last = keys[-1]
+            yield frame
+
+    sources = [batches(p) for p in paths]
+    held = {i: frame for i, src in enumerate(sources) if (frame := next(src, None)) is not None}
+    while held:
+        # nothing a file has yet to yield sorts below the last key it holds: everything up to
+        # the smallest of those is final (and the file holding it is used up to its batch's end)
+        bound = min(frame.get_column(by)[-1] for frame in held.values())
+        pieces = []
+        for i in list(held):
+            frame = held[i]
+            keys = frame.get_column(by)
+            if keys[-1] <= bound:
+                take = frame.height
+            elif keys[0] > bound:
+                take = 0
+            else:
+                take = keys.search_sorted(bound, side="right")
+            if take:
+                pieces.append(frame.head(take))
+            if take < frame.height:
+                held[i] = frame.slice(take)
+            elif (following := next(sources[i], None)) is not None:
+                held[i] = following
+            else:
+                del held[i]
+        yield pl.concat(pieces).sort(by)
 
 
 def write_json(data: Any, path: str | Path) -> Path:

@@ -42,7 +42,7 @@ from splits.demographics.selfid import (
 from splits.demographics.settings import GroupnessSettings, SelfidFindSettings, SelfidSettings
 from splits.errors import ConfigError
 from splits.health import log_findings, write_findings
-from splits.io import scan_posts, write_json, write_parquet, write_text
+from splits.io import MERGE_ROW_GROUP_ROWS, scan_posts, write_json, write_parquet, write_text
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +127,12 @@ def run_groupness(args: argparse.Namespace) -> int:
     if args.bucket_users:
         users_files = _existing("--bucket-users", args.bucket_users)
         names_files = _existing("--bucket-subreddits", args.bucket_subreddits)
-        result = merge_bucket_users(users_files, names_files, kept, demographic, bots, settings)
-        write_parquet(result.users, args.out_users)
-        # D_d is every post of the users in the kept subreddits, and n_posts counts exactly
-        # those: its size without reading a post (the parts come from splits groupness-posts)
-        n_posts = int(result.users["n_posts"].sum())
+        # the users table written as it is merged; D_d's size from the users' n_posts, without
+        # reading a post (the parts come from splits groupness-posts)
+        result = merge_bucket_users(
+            users_files, names_files, kept, demographic, bots, settings, args.out_users
+        )
+        n_posts = result.report["posts"]
     else:
         posts = scan_posts(_existing("--posts", args.posts))
         result = build_users(posts, kept, demographic, bots, settings)
@@ -146,7 +147,7 @@ def run_groupness(args: argparse.Namespace) -> int:
     log.info(
         "%s: %d users, %d posts in D_d (dropped %d bots, %d top users)",
         demographic.key,
-        result.users.height,
+        result.report["users"],
         n_posts,
         result.report["dropped_known_bots"],
         result.report["dropped_top_users"],
@@ -203,7 +204,8 @@ def run_groupness_bucket(args: argparse.Namespace) -> int:
     tables, names = bucket_users(posts, kept_subreddits(args.subreddits), demographics)
     outputs = zip(demographics, tables, args.out_users, args.out_subreddits, strict=True)
     for demographic, users, users_path, names_path in outputs:
-        write_parquet(users, users_path)
+        # small row groups: the reduce merges every bucket's table, decoding one group of each
+        write_parquet(users, users_path, row_group_size=MERGE_ROW_GROUP_ROWS)
         write_parquet(names, names_path)
         log.info("%s: %d seed users in %s", demographic.key, users.height, args.posts)
     return 0

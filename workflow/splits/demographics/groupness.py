@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from splits.config.definitions import Demographic, load_demographics
 from splits.demographics.settings import GroupnessSettings
 from splits.errors import ConfigError, InputError
 from splits.health import Finding, log_findings
-from splits.io import write_sorted_parquet
+from splits.io import ParquetAppender, iter_sorted_merge, write_sorted_parquet
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ FORMULAS = ("sum_log", "breadth_x_volume", "entropy")
 ALWAYS_BOTS = ("automoderator", "[deleted]")
 SCORE_DECIMALS = 9
 SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
+MERGE_ROWS = 200_000  # users held at once while the bucketed reduce writes the users table
 CLOSEST_NAMES = 3  # subreddit names suggested for a seed that does not occur in the posts
 
 POST_COLUMNS = [
@@ -72,6 +73,19 @@ USER_COLUMNS = [
     "n_seed_posts",
     "n_seed_subreddits",
 ]
+# a demographic's users table: USER_COLUMNS, then every formula's raw score
+USERS_SCHEMA = pl.Schema(
+    {
+        "author": pl.String,
+        "demographic": pl.String,
+        "groupness": pl.Float64,
+        "percentile": pl.Float64,
+        "n_posts": pl.Int64,
+        "n_seed_posts": pl.Int64,
+        "n_seed_subreddits": pl.Int64,
+        **{f"g_{formula}": pl.Float64 for formula in FORMULAS},
+    }
+)
 
 
 def groupness_column(formula: str) -> str:
@@ -132,7 +146,7 @@ def groupness_scores(counts: pl.LazyFrame) -> pl.LazyFrame:
 
 @dataclass
 class GroupnessResult:
-    users: pl.DataFrame
+    users: pl.DataFrame | None  # None when written straight to a file (merge_bucket_users)
     report: dict = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -255,24 +269,66 @@ def merge_bucket_users(
     demographic: Demographic,
     bots: frozenset[str],
     settings: GroupnessSettings,
+    out_users: str | Path,
 ) -> GroupnessResult:
-    """The users table of one demographic from its buckets' tables (:func:`bucket_users`):
-    the same as :func:`build_users` over all the posts, reading only users-sized tables."""
+    """The users table of one demographic from its buckets' tables (:func:`bucket_users`,
+    each sorted by author), written to ``out_users``: the same table, report and findings as
+    :func:`build_users` over all the posts. The job holds one bucket's table, the counts of the
+    users' n_posts and group-ness values, and ``MERGE_ROWS`` users while it writes the table
+    in author order (a merge of the buckets' tables), never every user of the demographic;
+    ``result.users`` is None and ``report["posts"]`` is D_d's size (the kept users' n_posts,
+    which count exactly D_d's posts)."""
     _check_settings(settings)
-    aggregates = pl.read_parquet([str(p) for p in users_files]).select(AGGREGATE_COLUMNS)
-    repeated = aggregates.filter(pl.col("author").is_duplicated())["author"]
-    if repeated.len():
-        raise InputError(
-            f"group-ness buckets: {repeated.n_unique()} authors are in more than one bucket "
-            f"(e.g. {repeated[0]!r}); the posts buckets must split the posts by author"
-        )
-    names = pl.read_parquet([str(p) for p in names_files])["subreddit"].unique().sort()
+    paths = [Path(p) for p in users_files]
+
+    def tables(columns: list[str]) -> Iterator[pl.DataFrame]:
+        for path in paths:
+            yield pl.read_parquet(path, columns=columns)
+
+    names = pl.concat(
+        [pl.read_parquet(p, columns=["subreddit"]) for p in names_files], how="vertical"
+    )["subreddit"]
+    names = names.unique().sort()
     seeds = {s.lower() for s in demographic.seed_subreddits}
     present = seeds & set(names.to_list())
     kept = sorted({s.lower() for s in kept_subreddits})
-    return reduce_users(
-        aggregates.sort("author"), present, names.to_list, kept, demographic, bots, settings
-    )
+    findings = seed_findings(demographic, present, names.to_list, kept)
+    cut = user_cut(tables, bots, settings.top_user_fraction)
+    percentiles = percentile_lookup(tables, cut, settings.groupness)
+
+    out = ParquetAppender(out_users)
+    n_users = n_posts = repeated = 0
+    example, last = None, None
+    try:
+        chunks = iter_sorted_merge(paths, "author", MERGE_ROWS, scratch=Path(out_users).parent)
+        for chunk in chunks:
+            authors = chunk.get_column("author")
+            twice = authors.filter(authors.is_duplicated()).unique()
+            if last is not None and authors[0] == last:
+                twice = pl.concat([twice, authors.head(1)]).unique()
+            last = authors[-1]
+            if twice.len():
+                repeated += twice.len()
+                example = example if example is not None else twice.sort()[0]
+            if repeated:  # the merge goes on to count them all, writing nothing more
+                continue
+            users = finish_users(chunk, cut, percentiles, demographic.key, settings.groupness)
+            if users.height:
+                out.write(users)
+            n_users += users.height
+            n_posts += int(users.get_column("n_posts").sum())
+        if repeated:
+            raise InputError(
+                f"group-ness buckets: {repeated} authors are in more than one bucket "
+                f"(e.g. {example!r}); the posts buckets must split the posts by author"
+            )
+    except BaseException:
+        out.discard()
+        raise
+    out.close(pl.DataFrame(schema=USERS_SCHEMA))
+    report = groupness_report(demographic, settings, present, kept, cut, n_users)
+    report["posts"] = n_posts
+    return GroupnessResult(users=None, report=report, findings=findings)
 
 
 def reduce_users(
@@ -284,10 +340,32 @@ def reduce_users(
     bots: frozenset[str],
     settings: GroupnessSettings,
 ) -> GroupnessResult:
-    """From every seed user's aggregates (:func:`user_aggregates`) and the seeds that occur in
-    the posts (``present``; ``subreddit_names`` is called only to suggest names for missing
-    seeds): the seed findings, the known-bot drop, the top-user cut, percentiles and report."""
-    formula, top_user_fraction = settings.groupness, settings.top_user_fraction
+    """From every seed user's aggregates (:func:`user_aggregates`, sorted by author) and the
+    seeds that occur in the posts (``present``; ``subreddit_names`` is called only to suggest
+    names for missing seeds): the seed findings, the known-bot drop, the top-user cut,
+    percentiles and report. The same steps as :func:`merge_bucket_users`, on one table."""
+
+    def tables(columns: list[str]) -> Iterator[pl.DataFrame]:
+        yield aggregates.select(columns)
+
+    findings = seed_findings(demographic, present, subreddit_names, kept)
+    cut = user_cut(tables, bots, settings.top_user_fraction)
+    percentiles = percentile_lookup(tables, cut, settings.groupness)
+    users = finish_users(
+        aggregates.sort("author"), cut, percentiles, demographic.key, settings.groupness
+    )
+    report = groupness_report(demographic, settings, present, kept, cut, users.height)
+    return GroupnessResult(users=users, report=report, findings=findings)
+
+
+def seed_findings(
+    demographic: Demographic,
+    present: set[str],
+    subreddit_names: Callable[[], list[str]],
+    kept: list[str],
+) -> list[Finding]:
+    """Seeds that never occur in the posts (an error when none occurs) and seeds the graph
+    stage did not keep, as findings (logged here)."""
     seeds = [s.lower() for s in demographic.seed_subreddits]
     missing_seeds = sorted(set(seeds) - present)
     findings: list[Finding] = []
@@ -324,44 +402,139 @@ def reduce_users(
             )
         )
     log_findings(findings, log)
+    return findings
 
-    n_seed_users = aggregates.height
-    is_bot = pl.col("author").str.to_lowercase().is_in(sorted(bots))
-    bot_users = aggregates.filter(is_bot).height
-    users = aggregates.filter(~is_bot)
-    n_top = int(math.floor(top_user_fraction * users.height))
-    top_users = (
-        users.sort(["n_posts", "author"], descending=[True, False]).head(n_top)["author"]
-        if n_top
-        else pl.Series("author", [], dtype=pl.String)
-    )
-    removed = users.filter(pl.col("author").is_in(top_users.implode()))
-    users = users.filter(~pl.col("author").is_in(top_users.implode()))
 
-    gcol = groupness_column(formula)
-    users = (
-        users.with_columns(
-            pl.lit(demographic.key).alias("demographic"),
-            pl.col(gcol).alias("groupness"),
+@dataclass(frozen=True)
+class UserCut:
+    """Who of the seed users is kept: not a known bot, and not among the top
+    ``top_user_fraction`` by posts, who are the users with more than ``top_posts`` posts and
+    those with exactly ``top_posts`` whose names sort up to ``top_last_author`` (the ties cut by
+    name). Found from the users' counts, so the rule is the same over one table or many."""
+
+    bots: tuple[str, ...]
+    seed_users: int
+    bot_users: int
+    top_users: int
+    top_posts: int | None = None
+    top_last_author: str | None = None
+
+    def is_bot(self) -> pl.Expr:
+        return (
+            pl.col("author")
+            .str.to_lowercase()
+            .is_in(pl.Series(self.bots, dtype=pl.String).implode())
         )
-        .with_columns(percentile_expr("groupness"))
-        .select(USER_COLUMNS + [groupness_column(f) for f in FORMULAS])
-        .sort("author")
+
+    def is_kept(self) -> pl.Expr:
+        if self.top_posts is None:
+            return ~self.is_bot()
+        posts = pl.col("n_posts")
+        top = (posts > self.top_posts) | (
+            (posts == self.top_posts) & (pl.col("author") <= self.top_last_author)
+        )
+        return ~self.is_bot() & ~top
+
+
+TablesOf = Callable[[list[str]], Iterator[pl.DataFrame]]
+
+
+def user_cut(tables: TablesOf, bots: frozenset[str], top_user_fraction: float) -> UserCut:
+    """The known-bot drop and the top-user cut over the seed users of ``tables`` (called with
+    the columns to read, it yields each table of users: one, or one per bucket), holding the
+    counts of their n_posts and, at most, the names tied at the cut."""
+    is_bot = UserCut(tuple(sorted(bots)), 0, 0, 0).is_bot()
+    seed_users = bot_users = 0
+    by_posts = []
+    for table in tables(["author", "n_posts"]):
+        bot = table.select(is_bot).to_series()
+        seed_users += table.height
+        bot_users += int(bot.sum())
+        by_posts.append(table.filter(~bot).group_by("n_posts").agg(pl.len().alias("users")))
+    counts = (
+        pl.concat(by_posts)
+        .group_by("n_posts")
+        .agg(pl.col("users").sum())
+        .sort("n_posts", descending=True)
     )
-    report = {
+    n_top = int(math.floor(top_user_fraction * (seed_users - bot_users)))
+    cut = UserCut(tuple(sorted(bots)), seed_users, bot_users, n_top)
+    if not n_top:
+        return cut
+    reached = counts.get_column("users").cum_sum()
+    at = int((reached < n_top).sum())  # the first n_posts value where the cut is reached
+    top_posts = int(counts.get_column("n_posts")[at])
+    tied = n_top - (int(reached[at - 1]) if at else 0)  # users cut at exactly top_posts posts
+    names = pl.Series("author", [], dtype=pl.String)
+    for table in tables(["author", "n_posts"]):
+        at_cut = table.filter(~is_bot & (pl.col("n_posts") == top_posts)).get_column("author")
+        names = pl.concat([names, at_cut]).sort().head(tied)
+    return UserCut(
+        cut.bots, seed_users, bot_users, n_top, top_posts=top_posts, top_last_author=names[-1]
+    )
+
+
+def percentile_lookup(tables: TablesOf, cut: UserCut, formula: str) -> pl.DataFrame:
+    """Each group-ness value of the kept users with its percentile (columns ``groupness``,
+    sorted, and ``percentile``): 100 * (kept users with a smaller value) / kept users, the
+    value :func:`percentile_expr` gives over one table, from the counts of the values."""
+    gcol = groupness_column(formula)
+    counts = [
+        table.filter(cut.is_kept()).group_by(gcol).agg(pl.len().alias("users"))
+        for table in tables(["author", "n_posts", gcol])
+    ]
+    values = (
+        pl.concat(counts)
+        .group_by(gcol)
+        .agg(pl.col("users").sum())
+        .sort(gcol)
+        .rename({gcol: "groupness"})
+    )
+    n_users = int(values.get_column("users").sum())
+    smaller = (pl.col("users").cum_sum() - pl.col("users")).cast(pl.Float64)
+    return values.select("groupness", (smaller * 100.0 / n_users).alias("percentile"))
+
+
+def finish_users(
+    aggregates: pl.DataFrame,
+    cut: UserCut,
+    percentiles: pl.DataFrame,
+    key: str,
+    formula: str,
+) -> pl.DataFrame:
+    """The users-table rows of the kept users among ``aggregates`` (their order kept)."""
+    gcol = groupness_column(formula)
+    users = aggregates.filter(cut.is_kept())
+    at = percentiles.get_column("groupness").search_sorted(users.get_column(gcol))
+    return users.with_columns(
+        pl.lit(key).alias("demographic"),
+        pl.col(gcol).alias("groupness"),
+        percentiles.get_column("percentile").gather(at).alias("percentile"),
+    ).select(USERS_SCHEMA.names())
+
+
+def groupness_report(
+    demographic: Demographic,
+    settings: GroupnessSettings,
+    present: set[str],
+    kept: list[str],
+    cut: UserCut,
+    users: int,
+) -> dict:
+    seeds = {s.lower() for s in demographic.seed_subreddits}
+    return {
         "demographic": demographic.key,
-        "formula": formula,
-        "seed_subreddits": len(seeds),
-        "seed_subreddits_without_posts": missing_seeds,
-        "seed_subreddits_not_kept": unkept_seeds,
-        "seed_users": n_seed_users,
-        "dropped_known_bots": bot_users,
-        "dropped_top_users": n_top,
-        "top_user_fraction": top_user_fraction,
-        "top_user_min_posts": int(removed["n_posts"].min()) if removed.height else None,
-        "users": users.height,
+        "formula": settings.groupness,
+        "seed_subreddits": len(demographic.seed_subreddits),
+        "seed_subreddits_without_posts": sorted(seeds - present),
+        "seed_subreddits_not_kept": sorted(present - set(kept)),
+        "seed_users": cut.seed_users,
+        "dropped_known_bots": cut.bot_users,
+        "dropped_top_users": cut.top_users,
+        "top_user_fraction": settings.top_user_fraction,
+        "top_user_min_posts": cut.top_posts,
+        "users": users,
     }
-    return GroupnessResult(users=users, report=report, findings=findings)
 
 
 def demographic_posts(
