@@ -221,12 +221,19 @@ def test_cli_bucket_jobs_and_reduce_write_the_single_jobs_files(tmp_path, capsys
     four.mkdir()
     flags = ["--bucket-users", *(str(tmp_path / f"{b}.users.parquet") for b in range(4))]
     flags += ["--bucket-subreddits", *(str(tmp_path / f"{b}.subreddits.parquet") for b in range(4))]
+    user_parts = [str(four / f"users.{b}.parquet") for b in range(4)]
     reduced = [*args, *(a.replace(str(one), str(four)) for a in outs), *flags]
-    assert main(reduced) == 0
+    assert main([*reduced, "--out-user-parts", *user_parts]) == 0
     for key in ("report", "health"):
         assert (one / key).read_bytes() == (four / key).read_bytes(), key
     users = pl.read_parquet(one / "users")
     assert users.height > 100 and users.equals(pl.read_parquet(four / "users"))
+    # each bucket's rows of the users table: its own authors, sorted, and together the table
+    for b, part in enumerate(user_parts):
+        rows = pl.read_parquet(part)
+        assert rows.height and rows["author"].is_sorted()
+        assert set(rows["author"]) <= set(pl.read_parquet(buckets[b])["author"])
+    assert pl.read_parquet(user_parts).sort("author").equals(users)
 
     # then each bucket's part of D_d from the reduced users: the parts hold their bucket's
     # authors, each part sorted by post id, and together D_d row for row; the report's count
@@ -237,6 +244,12 @@ def test_cli_bucket_jobs_and_reduce_write_the_single_jobs_files(tmp_path, capsys
         cmd = ["groupness-posts", "--posts", str(bucket), "--users", str(four / "users")]
         cmd += ["--subreddits", str(tmp_path / "subreddits.parquet"), "--out", str(parts[-1])]
         assert main(cmd) == 0
+        # from the bucket's users only (what the pipeline passes): the same part, byte for byte
+        from_part = four / f"posts{b}.from_part.parquet"
+        cmd[cmd.index("--users") + 1] = user_parts[b]
+        cmd[-1] = str(from_part)
+        assert main(cmd) == 0
+        assert from_part.read_bytes() == parts[-1].read_bytes()
         part = pl.read_parquet(parts[-1])
         assert part["post_id"].is_sorted()
         assert set(part["author"]) <= set(pl.read_parquet(bucket)["author"])
@@ -257,6 +270,11 @@ def test_cli_bucket_jobs_and_reduce_write_the_single_jobs_files(tmp_path, capsys
         ([*reduced, "--posts", str(buckets[0])], "not with --bucket-users"),
         ([*args, *outs, "--posts", str(buckets[0])], "required without --bucket-users"),
         ([*args, *outs, flags[0], flags[1]], "give both or neither"),
+        ([*reduced, "--out-user-parts", user_parts[0]], "--out-user-parts: 1 given for 4"),
+        (
+            [*args, *outs, "--posts", str(buckets[0]), "--out-user-parts", user_parts[0]],
+            "only with --bucket-users",
+        ),
         # a bucket's seed-user table is not the reduced users table
         (
             ["groupness-posts", "--posts", str(buckets[0]), "--users", flags[1]]

@@ -304,12 +304,16 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
         assert write.startswith(
             f"POLARS_MAX_THREADS=1 splits groupness-posts --posts results/posts/buckets/{b}.parquet"
         ), write
-        users_of = [f"results/demographics/{key}/users.parquet" for key in keys]
+        # each demographic's users of this bucket only (the reduce writes them)
+        users_of = [f"results/demographics/{key}/users/{b}.parquet" for key in keys]
         assert f"--users {' '.join(users_of)} " in write, write
     for key in keys:
         folder = f"results/demographics/{key}"
         parts = " ".join(f"{folder}/posts/{b}.parquet" for b in range(4))
         assert parts in shard, shard
+        (reduce,) = [c for c in commands if f"--out-users {folder}/users.parquet " in c]
+        user_parts = " ".join(f"{folder}/users/{b}.parquet" for b in range(4))
+        assert f"--out-user-parts {user_parts} " in reduce, reduce
         (selfid,) = [c for c in commands if f"selfid search --users {folder}/" in c]
         matches = " ".join(f"{folder}/selfid/{b}.matches.parquet" for b in range(4))
         assert f"--matches {matches} --demographics" in selfid and "--posts" not in selfid, selfid

@@ -228,6 +228,15 @@ def groupness_bucket_inputs(wildcards):
     }
 
 
+def users_part_files():
+    """ingest.buckets > 1: the demographic's users table in P parts, one per posts bucket
+    (rule groupness writes them, rule groupness_posts reads its bucket's)."""
+    return [
+        f"{RESULTS}/demographics/{{demographic}}/users/{b}.parquet"
+        for b in range(POSTS_BUCKETS)
+    ]
+
+
 def groupness_bucket_args(wildcards, input):
     return [
         "--bucket-users", *input.bucket_users,

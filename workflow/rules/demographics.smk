@@ -2,9 +2,10 @@
 # group-ness (rule groupness), self-ID search, verification, curve and threshold (rule selfid);
 # then thresholds.json and the formula comparison over all demographics (rule selfid_summary).
 # With ingest.buckets > 1, rule groupness_bucket counts and scores each posts bucket's seed users,
-# rule groupness reduces those users tables (no post read), and rule groupness_posts writes each
-# bucket's part of D_d from the reduced users (a user's percentile and the top-user cut are
-# global, so a part needs the whole users table); rule selfid_bucket finds the self-ID phrases
+# rule groupness reduces those users tables (no post read) into the users table and each bucket's
+# rows of it, and rule groupness_posts writes each bucket's part of D_d from that bucket's rows
+# (a user's percentile and the top-user cut are global, so the part waits for the reduce, but it
+# reads its own bucket's users only); rule selfid_bucket finds the self-ID phrases
 # in each part, and rule selfid verifies all the parts' matches and makes the curve and threshold.
 # The three per-bucket rules serve every demographic in one job per bucket (one process start per
 # bucket, not one per demographic and bucket: at P buckets 3P jobs, not 18P; group-ness reads the
@@ -48,6 +49,8 @@ if POSTS_BUCKETS > 1:
             bots=demographics_bots_file(),
         output:
             users=f"{RESULTS}/demographics/{{demographic}}/users.parquet",
+            # each posts bucket's rows of the users table, for that bucket's D_d part
+            parts=users_part_files(),
             report=f"{RESULTS}/demographics/{{demographic}}/groupness_report.json",
             health=f"{RESULTS}/health/groupness_{{demographic}}.json",
         log:
@@ -71,14 +74,15 @@ if POSTS_BUCKETS > 1:
             "POLARS_MAX_THREADS={threads} splits groupness"
             " --subreddits {input.subreddits:q} --demographics {params.demographics:q}"
             " --demographic {wildcards.demographic:q} {params.bots:q}"
-            " --out-users {output.users:q} --out-report {output.report:q}"
-            " --health {output.health:q} --settings {params.settings:q}"
-            " {params.buckets:q} > {log:q} 2>&1"
+            " --out-users {output.users:q} --out-user-parts {output.parts:q}"
+            " --out-report {output.report:q} --health {output.health:q}"
+            " --settings {params.settings:q} {params.buckets:q} > {log:q} 2>&1"
 
     rule groupness_posts:
         input:
             posts=f"{RESULTS}/posts/buckets/{{bucket}}.parquet",
-            users=per_demographic("users.parquet"),
+            # each demographic's users of this bucket (not its whole users table)
+            users=per_demographic("users/{bucket}.parquet"),
             subreddits=f"{RESULTS}/graph/subreddits.parquet",
         output:
             posts=per_demographic("posts/{bucket}.parquet"),

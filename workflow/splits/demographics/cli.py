@@ -95,6 +95,12 @@ def configure_groupness(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="every bucket's subreddit names (with --bucket-users)",
     )
+    parser.add_argument(
+        "--out-user-parts",
+        nargs="+",
+        help="with --bucket-users: each bucket's rows of the users table (Parquet; one per"
+        " --bucket-users, in its order), what splits groupness-posts reads for that bucket",
+    )
     add_settings_arguments(parser)
 
 
@@ -114,6 +120,10 @@ def _check_groupness_inputs(args: argparse.Namespace) -> None:
                 "--posts/--out-posts: not with --bucket-users (each bucket's part of D_d is"
                 " written by splits groupness-posts)"
             )
+        if args.out_user_parts:
+            _paired("--out-user-parts", args.out_user_parts, "--bucket-users", args.bucket_users)
+    elif args.out_user_parts:
+        raise ConfigError("--out-user-parts: only with --bucket-users (one part per bucket)")
     elif not (args.posts and args.out_posts):
         raise ConfigError("--posts and --out-posts: required without --bucket-users")
 
@@ -130,7 +140,14 @@ def run_groupness(args: argparse.Namespace) -> int:
         # the users table written as it is merged; D_d's size from the users' n_posts, without
         # reading a post (the parts come from splits groupness-posts)
         result = merge_bucket_users(
-            users_files, names_files, kept, demographic, bots, settings, args.out_users
+            users_files,
+            names_files,
+            kept,
+            demographic,
+            bots,
+            settings,
+            args.out_users,
+            out_parts=args.out_user_parts,
         )
         n_posts = result.report["posts"]
     else:
@@ -217,7 +234,9 @@ def configure_groupness_posts(parser: argparse.ArgumentParser) -> None:
         "--users",
         nargs="+",
         required=True,
-        help="the demographics' users tables (splits groupness), one per demographic",
+        help="the demographics' users tables (splits groupness), one per demographic, or each"
+        " one's part for this bucket (--out-user-parts: the job then reads its bucket's users"
+        " only)",
     )
     parser.add_argument("--subreddits", required=True, help="graph stage subreddits.parquet")
     parser.add_argument(

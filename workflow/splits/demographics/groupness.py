@@ -34,7 +34,7 @@ from splits.config.definitions import Demographic, load_demographics
 from splits.demographics.settings import GroupnessSettings
 from splits.errors import ConfigError, InputError
 from splits.health import Finding, log_findings
-from splits.io import ParquetAppender, iter_sorted_merge, write_sorted_parquet
+from splits.io import ParquetAppender, iter_sorted_merge, write_parquet, write_sorted_parquet
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +270,7 @@ def merge_bucket_users(
     bots: frozenset[str],
     settings: GroupnessSettings,
     out_users: str | Path,
+    out_parts: list[str | Path] | None = None,
 ) -> GroupnessResult:
     """The users table of one demographic from its buckets' tables (:func:`bucket_users`,
     each sorted by author), written to ``out_users``: the same table, report and findings as
@@ -277,7 +278,9 @@ def merge_bucket_users(
     users' n_posts and group-ness values, and ``MERGE_ROWS`` users while it writes the table
     in author order (a merge of the buckets' tables), never every user of the demographic;
     ``result.users`` is None and ``report["posts"]`` is D_d's size (the kept users' n_posts,
-    which count exactly D_d's posts)."""
+    which count exactly D_d's posts). ``out_parts`` (one per bucket table, in its order): each
+    bucket's rows of the users table, sorted by author, so that a job over one posts bucket
+    reads its own users only."""
     _check_settings(settings)
     paths = [Path(p) for p in users_files]
 
@@ -326,6 +329,11 @@ def merge_bucket_users(
         out.discard()
         raise
     out.close(pl.DataFrame(schema=USERS_SCHEMA))
+    for path, part in zip(paths, out_parts or [], strict=bool(out_parts)):
+        users = finish_users(
+            pl.read_parquet(path), cut, percentiles, demographic.key, settings.groupness
+        )
+        write_parquet(users, part)
     report = groupness_report(demographic, settings, present, kept, cut, n_users)
     report["posts"] = n_posts
     return GroupnessResult(users=None, report=report, findings=findings)
