@@ -2,7 +2,8 @@
 number of seed users per bucket, as the number of buckets grows with the corpus.
 
 Generates each bucket's seed-user table (what rule groupness_bucket writes: names sorted, a
-heavy-tailed n_posts, the three formulas' scores on counts of posts in ten seeds), then runs,
+heavy-tailed n_posts, the three formulas' scores on counts of posts in ten seeds) and subreddit
+names (``--subreddits`` in every bucket), then runs,
 each in its own process, the stage's reduce (the users table merged from the buckets in author
 order, holding the counts of n_posts and group-ness values and a bounded window of users) and
 its peer, the in-memory reduce over every bucket's table concatenated (what the reduce did
@@ -90,7 +91,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--buckets", type=int, nargs="+", default=[3, 30])
     parser.add_argument("--users-per-bucket", type=int, default=100_000)
-    args = parse_args(parser, buckets=[2, 4], users_per_bucket=2000)
+    parser.add_argument(
+        "--subreddits", type=int, default=20_000, help="subreddit names in each bucket's list"
+    )
+    args = parse_args(parser, buckets=[2, 4], users_per_bucket=2000, subreddits=100)
+    others = [f"subreddit_{i:07d}" for i in range(args.subreddits)]
     print(f"{'buckets':>8} {'users':>10} {'reduce s':>9} {'MiB':>7} {'in-memory s':>12} {'MiB':>7}")
     for n_buckets in args.buckets:
         with tempfile.TemporaryDirectory() as tmp:
@@ -107,7 +112,8 @@ def main() -> int:
                 names_files.append(str(tmp / f"{b}.subreddits.parquet"))
                 table = bucket_table(b, args.users_per_bucket, seed=0)
                 write_parquet(table, users_files[-1], row_group_size=MERGE_ROW_GROUP_ROWS)
-                write_parquet(pl.DataFrame({"subreddit": SEEDS}), names_files[-1])
+                # the bucket's subreddit names: most of the corpus's in every bucket
+                write_parquet(pl.DataFrame({"subreddit": SEEDS + others}), names_files[-1])
             stage = [sys.executable, "-m", "splits.cli", "groupness"]
             stage += ["--subreddits", str(subreddits), "--demographics", str(demographics)]
             stage += ["--demographic", "d", "--out-users", str(tmp / "users.parquet")]

@@ -42,7 +42,7 @@ FORMULAS = ("sum_log", "breadth_x_volume", "entropy")
 ALWAYS_BOTS = ("automoderator", "[deleted]")
 SCORE_DECIMALS = 9
 SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
-MERGE_ROWS = 200_000  # users held at once while the bucketed reduce writes the users table
+MERGE_ROWS = 50_000  # users held at once while the bucketed reduce writes the users table
 CLOSEST_NAMES = 3  # subreddit names suggested for a seed that does not occur in the posts
 
 POST_COLUMNS = [
@@ -288,10 +288,12 @@ def merge_bucket_users(
         for path in paths:
             yield pl.read_parquet(path, columns=columns)
 
-    names = pl.concat(
-        [pl.read_parquet(p, columns=["subreddit"]) for p in names_files], how="vertical"
-    )["subreddit"]
-    names = names.unique().sort()
+    # the names of all buckets, one bucket's file at a time (each holds most of the names)
+    names = pl.Series("subreddit", [], dtype=pl.String)
+    for path in names_files:
+        names = pl.concat([names, pl.read_parquet(path, columns=["subreddit"])["subreddit"]])
+        names = names.unique()
+    names = names.sort()
     seeds = {s.lower() for s in demographic.seed_subreddits}
     present = seeds & set(names.to_list())
     kept = sorted({s.lower() for s in kept_subreddits})
