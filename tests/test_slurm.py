@@ -391,6 +391,15 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
         keys = ["post_id", "start"]
         verified = pl.read_parquet(local_files[f"{folder}/selfid_matches.parquet"]).select(keys)
         assert pl.read_parquet(found).select(keys).sort(keys).equals(verified), folder
+        # the users table's rows per bucket (what each bucket's D_d job read): together the
+        # local users table, each part its own bucket's authors only
+        user_parts = [slurm_files.pop(f"{folder}/users/{b}.parquet") for b in range(GRAPH_BUCKETS)]
+        users = pl.read_parquet(local_files[f"{folder}/users.parquet"])
+        assert users.height > 0
+        assert pl.read_parquet(user_parts).sort("author").equals(users), folder
+        for b, part in enumerate(user_parts):
+            authors = pl.read_parquet(part)["author"]
+            assert set(authors) <= set(pl.read_parquet(posts_buckets[b])["author"]), part
     assert slurm_files, "the Slurm run wrote no Parquet files"
     for target in SLURM_TARGETS:
         assert (workdir / target).is_file(), target
