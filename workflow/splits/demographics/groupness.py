@@ -25,7 +25,7 @@ import difflib
 import logging
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -430,11 +430,7 @@ class UserCut:
     top_last_author: str | None = None
 
     def is_bot(self) -> pl.Expr:
-        return (
-            pl.col("author")
-            .str.to_lowercase()
-            .is_in(pl.Series(self.bots, dtype=pl.String).implode())
-        )
+        return is_bot_expr(self.bots)
 
     def is_kept(self) -> pl.Expr:
         if self.top_posts is None:
@@ -449,11 +445,16 @@ class UserCut:
 TablesOf = Callable[[list[str]], Iterator[pl.DataFrame]]
 
 
+def is_bot_expr(bots: tuple[str, ...]) -> pl.Expr:
+    """A known bot: the author's name, lowercased, is one of ``bots`` (lowercase names)."""
+    return pl.col("author").str.to_lowercase().is_in(pl.Series(bots, dtype=pl.String).implode())
+
+
 def user_cut(tables: TablesOf, bots: frozenset[str], top_user_fraction: float) -> UserCut:
     """The known-bot drop and the top-user cut over the seed users of ``tables`` (called with
     the columns to read, it yields each table of users: one, or one per bucket), holding the
     counts of their n_posts and, at most, the names tied at the cut."""
-    is_bot = UserCut(tuple(sorted(bots)), 0, 0, 0).is_bot()
+    is_bot = is_bot_expr(tuple(sorted(bots)))
     seed_users = bot_users = 0
     by_posts = []
     for table in tables(["author", "n_posts"]):
@@ -479,9 +480,7 @@ def user_cut(tables: TablesOf, bots: frozenset[str], top_user_fraction: float) -
     for table in tables(["author", "n_posts"]):
         at_cut = table.filter(~is_bot & (pl.col("n_posts") == top_posts)).get_column("author")
         names = pl.concat([names, at_cut]).sort().head(tied)
-    return UserCut(
-        cut.bots, seed_users, bot_users, n_top, top_posts=top_posts, top_last_author=names[-1]
-    )
+    return replace(cut, top_posts=top_posts, top_last_author=names[-1])
 
 
 def percentile_lookup(tables: TablesOf, cut: UserCut, formula: str) -> pl.DataFrame:

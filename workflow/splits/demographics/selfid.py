@@ -73,7 +73,7 @@ from splits.demographics.curves import (
     stop_reasons,
     user_counts,
 )
-from splits.demographics.groupness import FORMULAS, groupness_column
+from splits.demographics.groupness import FORMULAS, groupness_column, percentile_expr
 from splits.demographics.phrases import PhraseSet, find_phrases
 from splits.demographics.settings import SelfidFindSettings, SelfidSettings
 from splits.demographics.verify import VERIFIERS, verify_llm, verify_rules
@@ -119,9 +119,7 @@ def compare_formulas(
             "n_posts",
             "n_self",
             "n_anti",
-            ((pl.col(col).rank(method="min").cast(pl.Float64) - 1.0) * 100.0 / pl.len()).alias(
-                "percentile"
-            ),
+            percentile_expr(col),  # each formula's own percentiles, as group-ness ranks users
         )
         labelled = frame.filter(self_only | anti_only)
         auc = roc_auc(labelled[col].to_numpy(), (labelled["n_self"] > 0).to_numpy())
