@@ -34,6 +34,7 @@ DONE = {
     "bench_llm_engines": "transformers / release-hf",
     "bench_llm_dag": "engine builds:",
     "bench_scale": "scale:",
+    "bench_selfid_users": "same curves",
 }
 
 

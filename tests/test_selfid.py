@@ -15,7 +15,12 @@ import pytest
 from helpers import users_table
 from splits.config.definitions import Demographic, load_demographics
 from splits.config.settings import schema_defaults
-from splits.demographics.curves import auto_threshold, selfid_curve, user_counts
+from splits.demographics.curves import (
+    auto_threshold,
+    selfid_curve,
+    summarise_users,
+    user_counts,
+)
 from splits.demographics.phrases import PhraseSet, find_phrases
 from splits.demographics.selfid import compare_formulas, resolve_threshold, roc_auc
 from splits.demographics.settings import SelfidSettings
@@ -429,7 +434,9 @@ def test_compare_formulas_rows():
             "n_anti": np.where(g <= 7, rng.integers(0, 2, n), 0),
         }
     )
-    table = compare_formulas(per_user, 75.0, 20, "demo")
+    scores = ["g_sum_log", "g_breadth_x_volume", "g_entropy"]
+    summary = summarise_users([per_user.with_columns(percentile=0.0)], 20, scores)
+    table = compare_formulas(summary, 75.0, "demo")
     rows = {r["formula"]: r for r in table.iter_rows(named=True)}
     assert rows["sum_log"]["auc_self_vs_anti"] == 1.0
     assert rows["breadth_x_volume"]["auc_self_vs_anti"] == 0.0
@@ -625,11 +632,13 @@ def test_breakpoint_support_tells_a_planted_change_point_from_none():
 
     planted = _synthetic_users(lambda p: np.where(p >= 80, 0.03, 0.002))
     assert auto_threshold(selfid_curve(planted, 20)) == 80.0
-    strong = breakpoint_support(planted, 20, 80.0, seed=1)
+    strong = breakpoint_support(summarise_users([planted], 20), 80.0, seed=1)
     assert strong["supported"] and strong["permutation_p"] <= 0.01
     assert strong["bootstrap_agreement"] >= 0.9
     assert strong["self_rate_above_per_1k"] > 10 * strong["self_rate_below_per_1k"]
-    assert breakpoint_support(planted, 20, 80.0, seed=1) == strong  # seeded
+    # seeded; the users in batches give the same sums, so the same draws
+    batches = [planted.slice(i, 333) for i in range(0, planted.height, 333)]
+    assert breakpoint_support(summarise_users(batches, 20), 80.0, seed=1) == strong
     # no change point, 7 non-empty bins (tied users): auto still returns a value ...
     for seed in range(3):
         flat = _synthetic_users(lambda p: np.full_like(p, 0.003), levels=7, seed=seed)
@@ -638,7 +647,7 @@ def test_breakpoint_support_tells_a_planted_change_point_from_none():
         found = auto_threshold(curve)
         assert found is not None
         # ... but its support says it is not there
-        weak = breakpoint_support(flat, 20, found, seed=1)
+        weak = breakpoint_support(summarise_users([flat], 20), found, seed=1)
         assert not weak["supported"] and weak["permutation_p"] > 0.05, (seed, weak)
 
 
@@ -649,14 +658,15 @@ def test_weak_auto_threshold_is_warned(caplog):
     found = auto_threshold(selfid_curve(flat, 20))
     chosen = {"threshold": found, "source": "auto", "auto_threshold": found}
     with caplog.at_level("WARNING", logger="splits.demographics.selfid"):
-        support = _support("nobody", flat, 20, chosen)
+        support = _support("nobody", summarise_users([flat], 20), chosen)
     assert not support["supported"]
     (record,) = [r for r in caplog.records if r.levelname == "WARNING"]
     assert "nobody" in record.getMessage() and "weakly supported" in record.getMessage()
     # a fixed threshold is reported, not warned about
     caplog.clear()
     with caplog.at_level("WARNING", logger="splits.demographics.selfid"):
-        _support("nobody", flat, 20, {**chosen, "source": "fixed", "threshold": 90.0})
+        fixed = {**chosen, "source": "fixed", "threshold": 90.0}
+        _support("nobody", summarise_users([flat], 20), fixed)
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 

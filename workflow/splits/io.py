@@ -259,6 +259,18 @@ def iter_sorted_merge(
         yield from _merge_files(paths, by, max_rows, names)
 
 
+def iter_parquet_slices(
+    path: str | Path, columns: list[str] | None = None, rows: int = 65_536
+) -> Iterator[pl.DataFrame]:
+    """The rows of one Parquet file, ``columns`` only, in frames of at most ``rows``, one
+    held at a time. Each is a sliced scan (polars reads the row groups the slice covers), which
+    holds less than a pyarrow batch reader: importing pyarrow alone costs ~45 MiB."""
+    total = pl.scan_parquet(path).select(pl.len()).collect().item()  # from the footer
+    for offset in range(0, total, rows):
+        frame = pl.scan_parquet(path).slice(offset, rows)
+        yield (frame.select(columns) if columns is not None else frame).collect()
+
+
 def _merge_files(
     paths: list[Path], by: str, max_rows: int, names: list[str] | None
 ) -> Iterator[pl.DataFrame]:

@@ -42,7 +42,14 @@ from splits.demographics.selfid import (
 from splits.demographics.settings import GroupnessSettings, SelfidFindSettings, SelfidSettings
 from splits.errors import ConfigError
 from splits.health import log_findings, write_findings
-from splits.io import MERGE_ROW_GROUP_ROWS, scan_posts, write_json, write_parquet, write_text
+from splits.io import (
+    MERGE_ROW_GROUP_ROWS,
+    iter_parquet_slices,
+    scan_posts,
+    write_json,
+    write_parquet,
+    write_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +376,8 @@ def _run_search(args: argparse.Namespace) -> int:
     check_settings(settings)
     (users_file,) = _existing("--users", [args.users])
     _check_users(users_file, USER_SEARCH_COLUMNS)
-    users = pl.read_parquet(users_file, columns=USER_SEARCH_COLUMNS)
+    # in batches: the search holds sums over the users, not the users (curves.UserSummary)
+    users = iter_parquet_slices(users_file, USER_SEARCH_COLUMNS)
     if args.posts:
         posts = pl.scan_parquet(_existing("--posts", args.posts))
         matches = search_matches(posts, demographic, SelfidFindSettings(settings.context_chars))

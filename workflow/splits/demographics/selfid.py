@@ -57,6 +57,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,14 +67,18 @@ import polars as pl
 from splits.config.definitions import THRESHOLDS_SUPPORT_KEY, Demographic
 from splits.demographics.curves import (
     AUTO_FALLBACK,
+    SUMS,
+    UserSummary,
     auto_threshold,
     breakpoint_support,
+    curve_from_sums,
+    match_counts,
     rates_at,
-    selfid_curve,
     stop_reasons,
-    user_counts,
+    summarise_users,
+    with_counts,
 )
-from splits.demographics.groupness import FORMULAS, groupness_column, percentile_expr
+from splits.demographics.groupness import FORMULAS, groupness_column
 from splits.demographics.phrases import PhraseSet, find_phrases
 from splits.demographics.settings import SelfidFindSettings, SelfidSettings
 from splits.demographics.verify import VERIFIERS, verify_llm, verify_rules
@@ -94,70 +99,68 @@ USER_SEARCH_COLUMNS = ["author", "percentile", "n_posts", *map(groupness_column,
 # --------------------------------------------------------------------------- formula comparison
 
 
-def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
-    """Mann-Whitney ROC AUC (ties count one half); None without both classes."""
-    labels = labels.astype(bool)
-    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+def auc_from_counts(positives: np.ndarray, negatives: np.ndarray) -> float | None:
+    """Mann-Whitney ROC AUC (ties count one half) from the positives and negatives at each
+    score value, the values in ascending order; computed in integers (the count of pairs
+    doubled), so that it is exact. None without both classes."""
+    pos, neg = positives.astype(np.int64), negatives.astype(np.int64)
+    n_pos, n_neg = int(pos.sum()), int(neg.sum())
     if n_pos == 0 or n_neg == 0:
         return None
-    ranks = pl.Series(scores).rank(method="average").to_numpy()
-    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    below = np.cumsum(neg) - neg  # negatives with a smaller score
+    doubled = sum(int(p) * (2 * int(b) + int(n)) for p, b, n in zip(pos, below, neg, strict=True))
+    return doubled / (2 * n_pos * n_neg)
 
 
-def compare_formulas(
-    per_user: pl.DataFrame, threshold: float, bins: int, demographic: str
-) -> pl.DataFrame:
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    """:func:`auc_from_counts` of one score per user, ``labels`` True for the positives."""
+    labels = np.asarray(labels, dtype=bool)
+    counts = (
+        pl.DataFrame({"score": np.asarray(scores), "pos": labels})
+        .group_by("score")
+        .agg(pl.col("pos").sum().alias("pos"), (~pl.col("pos")).sum().alias("neg"))
+        .sort("score")
+    )
+    return auc_from_counts(counts["pos"].to_numpy(), counts["neg"].to_numpy())
+
+
+def compare_formulas(summary: UserSummary, threshold: float, demographic: str) -> pl.DataFrame:
     """One row per group-ness formula: how well it separates verified self-ID users from
-    verified anti-self-ID users, overall (AUC) and above the threshold (rates, ratio)."""
+    verified anti-self-ID users, overall (AUC) and above the threshold (rates, ratio); each
+    formula's users ranked by its own score (``summary.by_score``)."""
     rows = []
-    self_only = (pl.col("n_self") > 0) & (pl.col("n_anti") == 0)
-    anti_only = (pl.col("n_anti") > 0) & (pl.col("n_self") == 0)
     for formula in FORMULAS:
-        col = groupness_column(formula)
-        frame = per_user.select(  # the columns it reads only: no copy of the whole table
-            col,
-            "n_posts",
-            "n_self",
-            "n_anti",
-            percentile_expr(col),  # each formula's own percentiles, as group-ness ranks users
-        )
-        labelled = frame.filter(self_only | anti_only)
-        auc = roc_auc(labelled[col].to_numpy(), (labelled["n_self"] > 0).to_numpy())
-        # the users at or above the threshold, summed without a copy of their rows
-        is_above = pl.col("percentile") >= threshold
-        users_above, posts_above, self_above, anti_above = (
-            int(v)
-            for v in frame.select(
-                is_above.sum(),
-                pl.col("n_posts").filter(is_above).sum(),
-                pl.col("n_self").filter(is_above).sum(),
-                pl.col("n_anti").filter(is_above).sum(),
-            ).row(0)
-        )
-        self_users = frame.filter(pl.col("n_self") > 0)
+        sums = summary.by_score[groupness_column(formula)]
+        # the users at or above the threshold, by the formula's own percentiles
+        above = sums.filter(pl.col("percentile") >= threshold)
+        total = {name: int(sums.get_column(name).sum()) for name in SUMS}
+        over = {name: int(above.get_column(name).sum()) for name in SUMS}
         rows.append(
             {
                 "demographic": demographic,
                 "formula": formula,
                 "threshold": float(threshold),
-                "users": frame.height,
-                "users_above": users_above,
-                "self_id_users": self_users.height,
-                "anti_id_users": frame.filter(pl.col("n_anti") > 0).height,
-                "auc_self_vs_anti": auc,
-                "self_rate_above_per_1k": 1000.0 * self_above / posts_above
-                if posts_above
-                else None,
-                "anti_rate_above_per_1k": 1000.0 * anti_above / posts_above
-                if posts_above
-                else None,
-                "self_anti_ratio_above": self_above / anti_above if anti_above else None,
-                "self_id_users_above_share": (
-                    self_users.filter(pl.col("percentile") >= threshold).height / self_users.height
-                    if self_users.height
-                    else None
+                "users": total["users"],
+                "users_above": over["users"],
+                "self_id_users": total["self_users"],
+                "anti_id_users": total["anti_users"],
+                # sums: sorted by the score (curves.summarise_users)
+                "auc_self_vs_anti": auc_from_counts(
+                    sums.get_column("self_only").to_numpy(), sums.get_column("anti_only").to_numpy()
                 ),
-                "auto_threshold": auto_threshold(selfid_curve(frame, bins)),
+                "self_rate_above_per_1k": 1000.0 * over["n_self"] / over["n_posts"]
+                if over["n_posts"]
+                else None,
+                "anti_rate_above_per_1k": 1000.0 * over["n_anti"] / over["n_posts"]
+                if over["n_posts"]
+                else None,
+                "self_anti_ratio_above": over["n_self"] / over["n_anti"]
+                if over["n_anti"]
+                else None,
+                "self_id_users_above_share": (
+                    over["self_users"] / total["self_users"] if total["self_users"] else None
+                ),
+                "auto_threshold": auto_threshold(curve_from_sums(sums, summary.bins)),
             }
         )
     return pl.DataFrame(rows, schema=COMPARISON_SCHEMA)
@@ -261,12 +264,12 @@ def resolve_threshold(demographic: Demographic, curve: pl.DataFrame) -> dict:
     return {"threshold": auto, "source": "auto", "auto_threshold": auto}
 
 
-def _support(key: str, per_user: pl.DataFrame, bins: int, threshold: dict) -> dict:
+def _support(key: str, summary: UserSummary, threshold: dict) -> dict:
     """The breakpoint's support (see :func:`breakpoint_support`), logged; a warning when an
     ``auto`` threshold rests on a breakpoint the data do not support."""
     if threshold["auto_threshold"] is None:
-        below, above = rates_at(per_user, threshold["threshold"])
-        n_self = int(per_user["n_self"].sum()) if per_user.height else 0
+        below, above = rates_at(summary.by_percentile, threshold["threshold"])
+        n_self = int(summary.by_percentile.get_column("n_self").sum())
         reasons = ["no auto breakpoint (no verified self-ID, or fewer than four non-empty bins)"]
         if threshold["source"] != "fixed":
             reasons += stop_reasons(n_self, below, above, 0.0)
@@ -279,7 +282,7 @@ def _support(key: str, per_user: pl.DataFrame, bins: int, threshold: dict) -> di
             "stop_reasons": reasons if threshold["source"] != "fixed" else [],
         }
     seed = int.from_bytes(hashlib.sha256(f"selfid-support:{key}".encode()).digest()[:8], "little")
-    support = breakpoint_support(per_user, bins, threshold["auto_threshold"], seed=seed)
+    support = breakpoint_support(summary, threshold["auto_threshold"], seed=seed)
     detail = (
         f"breakpoint {threshold['auto_threshold']:g}: self-ID rate "
         f"{support['self_rate_below_per_1k']} -> {support['self_rate_above_per_1k']} per 1,000 "
@@ -350,7 +353,7 @@ def check_settings(settings: SelfidSettings) -> None:
 
 
 def selfid_from_matches(
-    users: pl.DataFrame,
+    users: pl.DataFrame | Iterable[pl.DataFrame],
     matches: pl.DataFrame,
     demographic: Demographic,
     settings: SelfidSettings,
@@ -358,7 +361,9 @@ def selfid_from_matches(
     template: str | None = None,
 ) -> SearchResult:
     """Steps 2-5 of the module docstring from the phrase matches of step 1
-    (:func:`search_matches`, in its order)."""
+    (:func:`search_matches`, in its order). ``users``: the users table (columns
+    USER_SEARCH_COLUMNS), whole or in batches (``splits.io.iter_parquet_slices``): the steps
+    read sums over its users (``curves.UserSummary``), never the users at once."""
     verifier, bins = settings.verifier, settings.bins
     _check_bins(bins)
     undetected = 0
@@ -370,11 +375,15 @@ def selfid_from_matches(
         matches, undetected = verify_llm(matches, demographic, model, template)
     else:
         raise ConfigError(f"demographics.verifier: {verifier!r} is not one of {VERIFIERS}")
-    per_user = user_counts(users, matches)
-    curve = selfid_curve(per_user, bins)
+    counts = match_counts(matches)
+    if isinstance(users, pl.DataFrame):
+        users = [users]
+    scores = [groupness_column(f) for f in FORMULAS]
+    summary = summarise_users((with_counts(batch, counts) for batch in users), bins, scores)
+    curve = curve_from_sums(summary.by_percentile, bins)
     threshold = resolve_threshold(demographic, curve)
-    threshold["support"] = _support(demographic.key, per_user, bins, threshold)
-    comparison = compare_formulas(per_user, threshold["threshold"], bins, demographic.key)
+    threshold["support"] = _support(demographic.key, summary, threshold)
+    comparison = compare_formulas(summary, threshold["threshold"], demographic.key)
     threshold.update(
         {
             "demographic": demographic.key,
