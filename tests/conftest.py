@@ -241,7 +241,7 @@ QUICK_FILES = frozenset(
     hypotheses_baseline_set hypotheses_config hypotheses_retrieval hypotheses_sets
     hypotheses_triviality ingest lint llm_backends llm_batch llm_cache llm_openai llm_registry
     llm_transformers metrics phrases probes release_data report report_tables sampling sandbox
-    seeds selfid stats synth text theory topics topics_bm25 topics_relevance
+    seeds selfid selfid_support stats synth text theory topics topics_bm25 topics_relevance
     """.split()
 )
 PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})

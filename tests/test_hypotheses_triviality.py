@@ -280,3 +280,52 @@ def test_subspace_recall_is_bitwise_stable_under_equivalent_float_paths():
         score = subspace_recall(identity, lexicon)
         assert subspace_recall(identity, lexicon[::-1]) == score
         assert subspace_recall(identity, 3.0 * lexicon) == score
+
+
+def test_repeated_token_vectors_span_only_themselves():
+    """A lexicon whose token vectors repeat (every ", " separator's vector is the same under the
+    hashed encoder) spans only its distinct vectors: a QR kept a column per token, and the
+    repeats' columns were rounding noise that counted as span (an orthogonal identity vector
+    scored 1 against three copies of one vector; the default run's scores moved by up to 0.03
+    between two BLAS kernels)."""
+    unit = np.eye(5)
+    assert subspace_recall(unit[[1]], unit[[0, 0, 0]]) == 0.0
+    assert subspace_recall(unit[[0, 1]], unit[[0, 0, 2]]) == pytest.approx(0.5)
+    encoder = HashedNgramEncoder("h", dims=512)
+    lexicon = ["finna", "lowkey", "nosh", "schlep", "kvetch", "shul", "bagel", "oy", "mensch"]
+    ident, lex = encoder.encode([joined(IDENTITY), joined(lexicon * 3)])
+    assert np.linalg.matrix_rank(lex) < len(lex)  # repeated tokens: dependent vectors
+    assert subspace_recall(ident, lex) == pytest.approx(
+        projection_recall(ident, lex), abs=5e-10 + 1e-12
+    )
+
+
+@pytest.mark.skipif(
+    __import__("platform").machine() not in ("x86_64", "AMD64"),
+    reason="OpenBLAS's x86 kernels (OPENBLAS_CORETYPE) are chosen here",
+)
+def test_the_score_is_the_same_under_two_blas_kernels(tmp_path):
+    """The hashed encoder's scores of repeated-token lexicons, computed under OpenBLAS's
+    Haswell and Sandybridge kernels (two CPUs' choices, forced on this one): the same bytes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from splits.hypotheses.triviality import HashedNgramEncoder, joined, subspace_recall\n"
+        "e = HashedNgramEncoder('h', dims=512)\n"
+        f"words = {IDENTITY!r}\n"
+        "ident = e.encode([joined(words)])[0]\n"
+        "for n in range(1, 30):\n"
+        "    lex = e.encode([joined((words[:3] + ['finna', 'lowkey', 'shul']) * n)])[0]\n"
+        "    print(repr(subspace_recall(ident, lex)))\n"
+    )
+    outputs = {}
+    for kernel in ("Haswell", "Sandybridge"):
+        env = {**__import__("os").environ, "OPENBLAS_CORETYPE": kernel}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        outputs[kernel] = proc.stdout
+    assert len(outputs["Haswell"].split()) == 29
+    assert outputs["Haswell"] == outputs["Sandybridge"]

@@ -29,8 +29,6 @@ from splits.demographics.curves import (
 from splits.demographics.selfid import compare_formulas, roc_auc
 from splits.io import iter_parquet_slices
 
-pytestmark = pytest.mark.quick
-
 SCORES = ["g_sum_log", "g_breadth_x_volume", "g_entropy"]
 
 

@@ -49,13 +49,31 @@ MAX_LENGTH = 128  # encoder tokens per text, as the release
 HASHED_KIND = "hashed-ngrams"
 HASHED_DIMS = 1024
 HASHED_CACHE_WORDS = 20_000  # word vectors kept (8 KiB each at 1024 dimensions)
-# The score is rounded: the QR under it runs in the machine's BLAS, whose kernels (chosen per CPU)
-# round in their own order, so unrounded the same inputs gave floats a few ulps apart on two CPUs
-# (and outputs that differ byte for byte); 9 decimals, as group-ness, is far below any use.
+# The score is rounded: the decomposition under it runs in the machine's BLAS, whose kernels
+# (chosen per CPU) round in their own order, so unrounded the same inputs gave floats a few ulps
+# apart on two CPUs (and outputs that differ byte for byte); 9 decimals, as group-ness, is far
+# below any use.
 SCORE_DECIMALS = 9
 
 
 # --------------------------------------------------------------------------- the score
+
+
+def span_basis(vectors: np.ndarray) -> np.ndarray:
+    """Orthonormal columns spanning the rows of ``vectors``: the left singular vectors of the
+    singular values above numpy's rank tolerance (``matrix_rank``'s: the largest times the
+    larger dimension times the float epsilon). A QR keeps a column for every vector, and where
+    vectors repeat (a token's vector, such as every ", " separator's under the hashed encoder,
+    is the same each time) the extra columns are directions made of rounding noise, which
+    differ from one CPU's BLAS to another's and count as part of the span: the score was
+    inflated and changed by up to 0.03 between two BLAS kernels on the same machine. Where the
+    vectors are independent (a BERT encoder's, each token in its own context) the span is the
+    QR's, as the release computes it."""
+    left, singular, _ = np.linalg.svd(vectors.T, full_matrices=False)
+    if not singular.size or singular[0] <= 0:
+        return left[:, :0]
+    tolerance = singular[0] * max(vectors.shape) * np.finfo(np.float64).eps
+    return left[:, : int((singular > tolerance).sum())]
 
 
 def subspace_recall(identity: np.ndarray, lexicon: np.ndarray) -> float:
@@ -65,7 +83,7 @@ def subspace_recall(identity: np.ndarray, lexicon: np.ndarray) -> float:
     lexicon = np.asarray(lexicon, dtype=np.float64)
     if identity.ndim != 2 or lexicon.ndim != 2 or not len(identity) or not len(lexicon):
         raise ValueError("subspace_recall needs two non-empty matrices of token vectors")
-    basis, _ = np.linalg.qr(lexicon.T)  # dims x min(dims, tokens), orthonormal columns
+    basis = span_basis(lexicon)
     weights = np.linalg.norm(identity, axis=1)
     keep = weights > 0
     if not keep.any():
