@@ -58,6 +58,19 @@ def bucket_table(bucket: int, users: int, seed: int) -> pl.DataFrame:
     return scores.with_columns(n_posts).select(AGGREGATE_COLUMNS).sort("author")
 
 
+def write_buckets(folder: str, n_buckets: int, users: int, subreddits: int) -> None:
+    """Each bucket's seed-user table and subreddit names, as rule groupness_bucket writes them."""
+    others = [f"subreddit_{i:07d}" for i in range(subreddits)]
+    for b in range(n_buckets):
+        table = bucket_table(b, users, seed=0)
+        path = f"{folder}/{b}.users.parquet"
+        write_parquet(table, path, row_group_size=MERGE_ROW_GROUP_ROWS)
+        # the bucket's subreddit names: most of the corpus's in every bucket
+        write_parquet(
+            pl.DataFrame({"subreddit": SEEDS + others}), f"{folder}/{b}.subreddits.parquet"
+        )
+
+
 def run(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MiB) of one process."""
     start = time.perf_counter()
@@ -95,7 +108,6 @@ def main() -> int:
         "--subreddits", type=int, default=20_000, help="subreddit names in each bucket's list"
     )
     args = parse_args(parser, buckets=[2, 4], users_per_bucket=2000, subreddits=100)
-    others = [f"subreddit_{i:07d}" for i in range(args.subreddits)]
     print(f"{'buckets':>8} {'users':>10} {'reduce s':>9} {'MiB':>7} {'in-memory s':>12} {'MiB':>7}")
     for n_buckets in args.buckets:
         with tempfile.TemporaryDirectory() as tmp:
@@ -106,14 +118,15 @@ def main() -> int:
             )
             subreddits = tmp / "subreddits.parquet"
             write_parquet(pl.DataFrame({"subreddit": SEEDS, "kept": [True] * 10}), subreddits)
-            users_files, names_files = [], []
-            for b in range(n_buckets):
-                users_files.append(str(tmp / f"{b}.users.parquet"))
-                names_files.append(str(tmp / f"{b}.subreddits.parquet"))
-                table = bucket_table(b, args.users_per_bucket, seed=0)
-                write_parquet(table, users_files[-1], row_group_size=MERGE_ROW_GROUP_ROWS)
-                # the bucket's subreddit names: most of the corpus's in every bucket
-                write_parquet(pl.DataFrame({"subreddit": SEEDS + others}), names_files[-1])
+            users_files = [str(tmp / f"{b}.users.parquet") for b in range(n_buckets)]
+            names_files = [str(tmp / f"{b}.subreddits.parquet") for b in range(n_buckets)]
+            # made in a child: Linux reports as a child's peak memory at least its parent's
+            # resident memory when it was started, so this process stays small
+            make = f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+            make += "from bench_groupness_reduce import write_buckets\n"
+            make += f"write_buckets({str(tmp)!r}, {n_buckets}, {args.users_per_bucket}, "
+            make += f"{args.subreddits})"
+            subprocess.run([sys.executable, "-c", make], check=True)
             stage = [sys.executable, "-m", "splits.cli", "groupness"]
             stage += ["--subreddits", str(subreddits), "--demographics", str(demographics)]
             stage += ["--demographic", "d", "--out-users", str(tmp / "users.parquet")]
