@@ -83,3 +83,22 @@ def test_columns_read_and_a_file_out_of_order(tmp_path):
     with pytest.raises(InputError, match="not sorted by author") as err:
         list(iter_sorted_merge([paths[0], tmp_path / "bad.parquet"], "author", 10**6))
     assert "\n" not in str(err.value)
+
+
+def test_equal_keys_of_a_file_keep_its_order(tmp_path, monkeypatch):
+    """Rows of one key in one file, spread over its batches, come out in that file's order
+    (the self-ID matches of a post, all in its author's part in offset order, are merged by
+    post id alone)."""
+    monkeypatch.setattr(sio, "MERGE_MIN_BATCH_ROWS", 3)
+    frames = [
+        pl.DataFrame({"post_id": ["a", "b", "b", "b", "b", "e"], "start": [5, 9, 1, 7, 3, 0]}),
+        pl.DataFrame({"post_id": ["c", "c", "d", "d", "d"], "start": [2, 0, 4, 8, 6]}),
+    ]
+    paths = []
+    for i, frame in enumerate(frames):
+        paths.append(tmp_path / f"{i}.parquet")
+        frame.write_parquet(paths[-1], row_group_size=2)
+    merged = pl.concat(iter_sorted_merge(paths, "post_id", max_rows=6))
+    oracle = pl.concat(frames).sort("post_id", maintain_order=True)  # stable
+    assert merged.equals(oracle)
+    assert merged["start"].to_list() == [5, 9, 1, 7, 3, 2, 0, 4, 8, 6, 0]

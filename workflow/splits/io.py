@@ -229,7 +229,8 @@ def iter_sorted_merge(
     """The rows of Parquet files that are each sorted by the column ``by`` (no nulls), as one
     stream sorted by ``by``: a k-way merge holding about ``max_rows`` rows in all, however
     large the files are together. Each yielded frame is sorted, and every key in it is at most
-    every key of the frames after it (a key found in two files comes out in one frame).
+    every key of the frames after it (a key found in two files comes out in one frame); rows of
+    equal keys from one file keep their order there.
 
     A file is read in batches of ``max_rows`` / files rows; a reader also decodes one row group
     at a time, so files written for merging keep row groups small (``MERGE_ROW_GROUP_ROWS``).
@@ -316,7 +317,8 @@ def _merge_files(
                 held[i] = following
             else:
                 del held[i]
-        yield pl.concat(pieces).sort(by)
+        # stable: the rows of equal keys from one file keep that file's order
+        yield pl.concat(pieces).sort(by, maintain_order=True)
 
 
 def write_json(data: Any, path: str | Path) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +19,7 @@ from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.config.templates import PROMPT_SLOTS, unknown_slot_error, unknown_slots
 from splits.demographics.curves import unsupported_error
 from splits.demographics.groupness import (
+    MERGE_ROWS,
     bucket_users,
     build_users,
     demographic_posts,
@@ -30,21 +32,25 @@ from splits.demographics.groupness import (
 from splits.demographics.selfid import (
     OPT_IN_KEY,
     USER_SEARCH_COLUMNS,
+    MatchTally,
     check_settings,
     comparison_markdown,
     plot_curve,
     search_matches,
-    selfid_from_matches,
+    selfid_from_tally,
     sort_matches,
     summarise,
     support_findings,
+    verify_matches,
 )
 from splits.demographics.settings import GroupnessSettings, SelfidFindSettings, SelfidSettings
 from splits.errors import ConfigError
 from splits.health import log_findings, write_findings
 from splits.io import (
     MERGE_ROW_GROUP_ROWS,
+    ParquetAppender,
     iter_parquet_slices,
+    iter_sorted_merge,
     scan_posts,
     write_json,
     write_parquet,
@@ -380,45 +386,63 @@ def _run_search(args: argparse.Namespace) -> int:
     users = iter_parquet_slices(users_file, USER_SEARCH_COLUMNS)
     if args.posts:
         posts = pl.scan_parquet(_existing("--posts", args.posts))
-        matches = search_matches(posts, demographic, SelfidFindSettings(settings.context_chars))
-    else:
-        matches = sort_matches(pl.read_parquet(_existing("--matches", args.matches)))
+        find = SelfidFindSettings(settings.context_chars)
+        parts = iter([search_matches(posts, demographic, find)])
+    else:  # each part's matches verified in turn: one part held at a time
+        parts = (sort_matches(pl.read_parquet(f)) for f in _existing("--matches", args.matches))
+    tally = MatchTally()
+    out_matches = ParquetAppender(args.out_matches)
     model = template = None
     if settings.verifier == "llm":
         model, template = _verifier_model(args)
-    try:
-        result = selfid_from_matches(users, matches, demographic, settings, model, template)
-    finally:
-        if model is not None:
-            model.close()
-    error = unsupported_error(demographic.key, result.threshold, args.demographics, OPT_IN_KEY)
+    with tempfile.TemporaryDirectory(prefix=".selfid-parts.") as folder:
+        try:
+            verified_files, empty = [], None
+            for matches in parts:
+                verified, undetected = verify_matches(
+                    matches, demographic, settings, model, template
+                )
+                tally.add(verified, undetected)
+                empty = verified.clear()
+                verified_files.append(Path(folder) / f"{len(verified_files)}.parquet")
+                write_parquet(verified, verified_files[-1], row_group_size=MERGE_ROW_GROUP_ROWS)
+        finally:
+            if model is not None:
+                model.close()
+        # the parts' matches in (post id, offset) order: a post's matches are all in its
+        # author's part, in offset order, and the merge keeps the order of equal post ids
+        for frame in iter_sorted_merge(verified_files, "post_id", MERGE_ROWS, scratch=folder):
+            out_matches.write(frame, row_group_size=MERGE_ROW_GROUP_ROWS)
+    curve, comparison, threshold = selfid_from_tally(users, tally, demographic, settings)
+    error = unsupported_error(demographic.key, threshold, args.demographics, OPT_IN_KEY)
     if error:
         if not settings.accept_unsupported_thresholds:
+            out_matches.discard()
             raise ConfigError(error)
-        result.threshold["accepted_unsupported"] = True
+        threshold["accepted_unsupported"] = True
         log.warning("%s (accepted: %s is true)", error.partition("; set a fixed")[0], OPT_IN_KEY)
-    write_parquet(result.matches, args.out_matches)
-    write_parquet(result.curve, args.out_curve)
-    write_parquet(result.comparison, args.out_comparison)
-    write_json(result.threshold, args.out_threshold)
+    out_matches.close(empty)
+    write_parquet(curve, args.out_curve)
+    write_parquet(comparison, args.out_comparison)
+    write_json(threshold, args.out_threshold)
     plot_curve(
-        result.curve,
-        result.threshold["threshold"],
+        curve,
+        threshold["threshold"],
         demographic.display_name,
-        result.threshold["source"],
+        threshold["source"],
         args.out_plot,
-        unsupported=bool(result.threshold.get("accepted_unsupported")),
+        unsupported=bool(threshold.get("accepted_unsupported")),
     )
     log.info(
         "%s: %d matches, %d verified (%d self, %d anti, %d undetected); threshold %s (%s)",
         demographic.key,
-        result.threshold["matches"],
-        result.threshold["verified"],
-        result.threshold["verified_self"],
-        result.threshold["verified_anti"],
-        result.threshold["undetected"],
-        result.threshold["threshold"],
-        result.threshold["source"],
+        threshold["matches"],
+        threshold["verified"],
+        threshold["verified_self"],
+        threshold["verified_anti"],
+        threshold["undetected"],
+        threshold["threshold"],
+        threshold["source"],
     )
     return 0
 

@@ -57,8 +57,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -352,6 +353,65 @@ def check_settings(settings: SelfidSettings) -> None:
     _check_bins(settings.bins)
 
 
+def verify_matches(
+    matches: pl.DataFrame,
+    demographic: Demographic,
+    settings: SelfidSettings,
+    model=None,
+    template: str | None = None,
+) -> tuple[pl.DataFrame, int]:
+    """Step 2 of the module docstring: ``matches`` with each one's ``reason`` and
+    ``verified``, and how many LLM answers had no YES/NO (0 with the rules). Each match is
+    verified in its own context, so the matches may come in parts, verified one by one."""
+    verifier = settings.verifier
+    if verifier == "rules":
+        return verify_rules(matches), 0
+    if verifier == "llm":
+        if model is None or template is None:
+            raise ConfigError("demographics.verifier_model: the llm verifier needs a model")
+        return verify_llm(matches, demographic, model, template)
+    raise ConfigError(f"demographics.verifier: {verifier!r} is not one of {VERIFIERS}")
+
+
+@dataclass
+class MatchTally:
+    """What steps 3-5 read of the verified matches, added up part by part: each author's
+    verified self-ID and anti-self-ID occurrences, and the counts ``threshold.json`` reports."""
+
+    counts: pl.DataFrame = field(
+        default_factory=lambda: pl.DataFrame(
+            schema={"author": pl.String, "n_self": pl.Int64, "n_anti": pl.Int64}
+        )
+    )
+    totals: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)
+
+    def add(self, verified: pl.DataFrame, undetected: int) -> None:
+        """One part's verified matches (:func:`verify_matches`)."""
+        self.counts = (
+            pl.concat([self.counts, match_counts(verified)])
+            .group_by("author")
+            .agg(pl.col("n_self").sum(), pl.col("n_anti").sum())
+        )
+        is_verified = pl.col("verified")
+        row = verified.select(
+            pl.len().alias("matches"),
+            is_verified.sum().alias("verified"),
+            (is_verified & (pl.col("kind") == "self")).sum().alias("verified_self"),
+            (is_verified & (pl.col("kind") == "anti")).sum().alias("verified_anti"),
+        ).row(0, named=True)
+        self.totals.update({name: int(n) for name, n in row.items()})
+        self.totals["undetected"] += undetected
+        self.reasons.update(dict(verified.group_by("reason").len().iter_rows()))
+
+    def report(self) -> dict:
+        names = ("matches", "verified", "verified_self", "verified_anti", "undetected")
+        return {
+            **{name: int(self.totals[name]) for name in names},
+            "reasons": {r: int(n) for r, n in sorted(self.reasons.items())},
+        }
+
+
 def selfid_from_matches(
     users: pl.DataFrame | Iterable[pl.DataFrame],
     matches: pl.DataFrame,
@@ -364,45 +424,37 @@ def selfid_from_matches(
     (:func:`search_matches`, in its order). ``users``: the users table (columns
     USER_SEARCH_COLUMNS), whole or in batches (``splits.io.iter_parquet_slices``): the steps
     read sums over its users (``curves.UserSummary``), never the users at once."""
-    verifier, bins = settings.verifier, settings.bins
+    _check_bins(settings.bins)
+    verified, undetected = verify_matches(matches, demographic, settings, model, template)
+    tally = MatchTally()
+    tally.add(verified, undetected)
+    curve, comparison, threshold = selfid_from_tally(users, tally, demographic, settings)
+    return SearchResult(verified, curve, comparison, threshold)
+
+
+def selfid_from_tally(
+    users: pl.DataFrame | Iterable[pl.DataFrame],
+    tally: MatchTally,
+    demographic: Demographic,
+    settings: SelfidSettings,
+) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
+    """Steps 3-5 of the module docstring (curve, threshold with its support, formula
+    comparison) from the users and the verified matches' :class:`MatchTally`."""
+    bins = settings.bins
     _check_bins(bins)
-    undetected = 0
-    if verifier == "rules":
-        matches = verify_rules(matches)
-    elif verifier == "llm":
-        if model is None or template is None:
-            raise ConfigError("demographics.verifier_model: the llm verifier needs a model")
-        matches, undetected = verify_llm(matches, demographic, model, template)
-    else:
-        raise ConfigError(f"demographics.verifier: {verifier!r} is not one of {VERIFIERS}")
-    counts = match_counts(matches)
     if isinstance(users, pl.DataFrame):
         users = [users]
     scores = [groupness_column(f) for f in FORMULAS]
-    summary = summarise_users((with_counts(batch, counts) for batch in users), bins, scores)
+    per_user = (with_counts(batch, tally.counts) for batch in users)
+    summary = summarise_users(per_user, bins, scores)
     curve = curve_from_sums(summary.by_percentile, bins)
     threshold = resolve_threshold(demographic, curve)
     threshold["support"] = _support(demographic.key, summary, threshold)
     comparison = compare_formulas(summary, threshold["threshold"], demographic.key)
     threshold.update(
-        {
-            "demographic": demographic.key,
-            "verifier": verifier,
-            "matches": matches.height,
-            "verified": int(matches["verified"].sum()),
-            "verified_self": int(
-                matches.filter(pl.col("verified") & (pl.col("kind") == "self")).height
-            ),
-            "verified_anti": int(
-                matches.filter(pl.col("verified") & (pl.col("kind") == "anti")).height
-            ),
-            "undetected": undetected,
-            "reasons": {
-                r: int(n) for r, n in matches.group_by("reason").len().sort("reason").iter_rows()
-            },
-        }
+        {"demographic": demographic.key, "verifier": settings.verifier, **tally.report()}
     )
-    return SearchResult(matches, curve, comparison, threshold)
+    return curve, comparison, threshold
 
 
 def _markdown_table(frame: pl.DataFrame) -> str:
