@@ -100,10 +100,20 @@ def test_selfid_on_the_parts_and_on_their_matches_equals_the_one_file(tmp_path, 
     argv += ["--demographic", "catholic", "--out", together[0]]
     assert main([*argv, "--settings", json.dumps({"context_chars": 150})]) == 2
     assert f"--posts: {len(parts)} given for 1 --demographic" in capsys.readouterr().err
+    # the users table's parts, as rule groupness writes them (each bucket's authors)
+    users = pl.read_parquet(tmp_path / "users.parquet")
+    user_bucket = pl.Series(author_buckets(users["author"], BUCKETS))
+    user_parts = []
+    for b in range(BUCKETS):
+        user_parts.append(str(tmp_path / "users" / f"{b}.parquet"))
+        Path(user_parts[-1]).parent.mkdir(exist_ok=True)
+        users.filter(user_bucket == b).write_parquet(user_parts[-1])
     sources = {
         "one": ["--posts", str(tmp_path / "posts.parquet")],
         "parts": ["--posts", *parts],
         "matches": ["--matches", *reversed(found)],
+        # rule selfid's form: each part's matches counted in its own users, one part at a time
+        "matches with user parts": ["--matches", *found, "--user-parts", *user_parts],
     }
     outputs = {}
     for name, source in sources.items():
@@ -123,7 +133,7 @@ def test_selfid_on_the_parts_and_on_their_matches_equals_the_one_file(tmp_path, 
     assert matches.select("post_id", "start").equals(matches.select("post_id", "start").sort("*"))
     # 50 members, two posts each saying it twice
     assert json.loads(outputs["one"]["t.json"])["verified_self"] == 50 * 2 * 2
-    for other in ("parts", "matches"):
+    for other in ("parts", "matches", "matches with user parts"):
         for name, value in outputs["one"].items():
             if isinstance(value, pl.DataFrame):
                 assert value.equals(outputs[other][name]), (other, name)
@@ -155,6 +165,16 @@ def test_selfid_search_takes_posts_or_matches_not_both(tmp_path, capsys):
         assert stop.value.code == 2
         err = capsys.readouterr().err
         assert "--posts" in err and "--matches" in err and "Traceback" not in err
+    # the users table's parts pair with the matches files, one each
+    settings = json.dumps(dataclasses.asdict(schema_defaults(SelfidSettings)))
+    argv[argv.index("--settings") + 1] = settings
+    users_table(["a"], np.array([1.0]), "catholic").write_parquet(tmp_path / "users.parquet")
+    argv[argv.index("--users") + 1] = str(tmp_path / "users.parquet")
+    argv[argv.index("--demographics") + 1] = "config/demographics.sample.yaml"
+    argv[argv.index("--demographic") + 1] = "catholic"
+    assert main([*argv, "--matches", "m1", "m2", "--user-parts", "u1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--user-parts: 1 given for 2 --matches" in err and "\n" not in err, err
 
 
 def _demographic_rows(rng, ids: list[str], n: int) -> pl.DataFrame:

@@ -302,19 +302,21 @@ def demographic_posts_of(key):
 
 def selfid_inputs(wildcards):
     """Rule selfid's users table and what it searches: D_d itself, or with ingest.buckets > 1
-    the phrase matches of each of its parts (rule selfid_bucket)."""
+    the phrase matches of each of its parts (rule selfid_bucket) with the users table's parts
+    (rule groupness), bucket by bucket."""
     folder = f"{RESULTS}/demographics/{wildcards.demographic}"
     users = f"{folder}/users.parquet"
     if POSTS_BUCKETS == 1:
         return {"users": users, "posts": demographic_posts_of(wildcards.demographic)}
     matches = [f"{folder}/selfid/{b}.matches.parquet" for b in range(POSTS_BUCKETS)]
-    return {"users": users, "matches": matches}
+    user_parts = [f"{folder}/users/{b}.parquet" for b in range(POSTS_BUCKETS)]
+    return {"users": users, "matches": matches, "user_parts": user_parts}
 
 
 def selfid_source_args(wildcards, input):
     if POSTS_BUCKETS == 1:
         return ["--posts", *input.posts]
-    return ["--matches", *input.matches]
+    return ["--matches", *input.matches, "--user-parts", *input.user_parts]
 
 
 def demographic_posts_files():

@@ -225,6 +225,7 @@ def iter_sorted_merge(
     max_rows: int,
     columns: list[str] | None = None,
     scratch: str | Path | None = None,
+    min_batch_rows: int = MERGE_MIN_BATCH_ROWS,
 ) -> Iterator[pl.DataFrame]:
     """The rows of Parquet files that are each sorted by the column ``by`` (no nulls), as one
     stream sorted by ``by``: a k-way merge holding about ``max_rows`` rows in all, however
@@ -232,7 +233,8 @@ def iter_sorted_merge(
     every key of the frames after it (a key found in two files comes out in one frame); rows of
     equal keys from one file keep their order there.
 
-    A file is read in batches of ``max_rows`` / files rows; a reader also decodes one row group
+    A file is read in batches of ``max_rows`` / files rows (at least ``min_batch_rows``: a
+    merge of P files holds up to P times that); a reader also decodes one row group
     at a time, so files written for merging keep row groups small (``MERGE_ROW_GROUP_ROWS``).
     Past ``MERGE_FAN_IN`` files, groups of them are first merged into files in ``scratch`` (a
     temporary folder; the system's when None), so the rows held do not grow with the number of
@@ -241,7 +243,7 @@ def iter_sorted_merge(
     names = None if columns is None else list(dict.fromkeys([by, *columns]))
     paths = [Path(p) for p in paths]
     if len(paths) <= MERGE_FAN_IN:
-        yield from _merge_files(paths, by, max_rows, names)
+        yield from _merge_files(paths, by, max_rows, names, min_batch_rows)
         return
     with tempfile.TemporaryDirectory(dir=scratch, prefix=".merge.") as folder:
         while len(paths) > MERGE_FAN_IN:
@@ -249,7 +251,8 @@ def iter_sorted_merge(
             for start in range(0, len(paths), MERGE_FAN_IN):
                 rounds.append(Path(folder) / f"{len(rounds)}.{start}.parquet")
                 out = ParquetAppender(rounds[-1])
-                for frame in _merge_files(paths[start : start + MERGE_FAN_IN], by, max_rows, names):
+                group = paths[start : start + MERGE_FAN_IN]
+                for frame in _merge_files(group, by, max_rows, names, min_batch_rows):
                     out.write(frame, row_group_size=MERGE_ROW_GROUP_ROWS)
                 out.close(
                     pl.DataFrame(schema=pl.read_parquet_schema(paths[start])).select(
@@ -257,7 +260,7 @@ def iter_sorted_merge(
                     )
                 )
             paths = rounds
-        yield from _merge_files(paths, by, max_rows, names)
+        yield from _merge_files(paths, by, max_rows, names, min_batch_rows)
 
 
 def iter_parquet_slices(
@@ -273,11 +276,11 @@ def iter_parquet_slices(
 
 
 def _merge_files(
-    paths: list[Path], by: str, max_rows: int, names: list[str] | None
+    paths: list[Path], by: str, max_rows: int, names: list[str] | None, min_batch_rows: int
 ) -> Iterator[pl.DataFrame]:
     import pyarrow.parquet as pq
 
-    batch_rows = max(MERGE_MIN_BATCH_ROWS, max_rows // max(1, len(paths)))
+    batch_rows = max(min_batch_rows, max_rows // max(1, len(paths)))
 
     def batches(path):
         last = None

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -17,9 +18,8 @@ from splits.config.definitions import THRESHOLDS_SUPPORT_KEY
 from splits.config.schema import load_config
 from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.config.templates import PROMPT_SLOTS, unknown_slot_error, unknown_slots
-from splits.demographics.curves import unsupported_error
+from splits.demographics.curves import match_counts, unsupported_error, with_counts
 from splits.demographics.groupness import (
-    MERGE_ROWS,
     bucket_users,
     build_users,
     demographic_posts,
@@ -30,6 +30,9 @@ from splits.demographics.groupness import (
     write_demographic_posts,
 )
 from splits.demographics.selfid import (
+    MATCH_MERGE_GROUP_ROWS,
+    MATCH_MERGE_MIN_BATCH_ROWS,
+    MATCH_MERGE_ROWS,
     OPT_IN_KEY,
     USER_SEARCH_COLUMNS,
     MatchTally,
@@ -295,6 +298,12 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="ingest.buckets > 1: the phrase matches of every part of D_d (splits selfid find)",
     )
+    search.add_argument(
+        "--user-parts",
+        nargs="+",
+        help="with --matches: the users table's parts (results/demographics/<d>/users/<b>.parquet)"
+        ", one per matches file in its order; each part's matches are counted in its own users",
+    )
     search.add_argument("--demographics", required=True, help="demographics file")
     search.add_argument("--demographic", required=True, help="demographic key (demographics file)")
     search.add_argument(
@@ -382,38 +391,70 @@ def _run_search(args: argparse.Namespace) -> int:
     check_settings(settings)
     (users_file,) = _existing("--users", [args.users])
     _check_users(users_file, USER_SEARCH_COLUMNS)
-    # in batches: the search holds sums over the users, not the users (curves.UserSummary)
-    users = iter_parquet_slices(users_file, USER_SEARCH_COLUMNS)
+    user_parts = None
     if args.posts:
         posts = pl.scan_parquet(_existing("--posts", args.posts))
         find = SelfidFindSettings(settings.context_chars)
         parts = iter([search_matches(posts, demographic, find)])
     else:  # each part's matches verified in turn: one part held at a time
-        parts = (sort_matches(pl.read_parquet(f)) for f in _existing("--matches", args.matches))
+        if args.user_parts:
+            _paired("--user-parts", args.user_parts, "--matches", args.matches)
+            user_parts = _existing("--user-parts", args.user_parts)
+        matches_files = _existing("--matches", args.matches)
+        parts = (sort_matches(pl.read_parquet(f)) for f in matches_files)
     tally = MatchTally()
     out_matches = ParquetAppender(args.out_matches)
     model = template = None
     if settings.verifier == "llm":
         model, template = _verifier_model(args)
     with tempfile.TemporaryDirectory(prefix=".selfid-parts.") as folder:
-        try:
-            verified_files, empty = [], None
+        verified_files, empty = [], []
+
+        def verified_parts() -> Iterator[pl.DataFrame]:
             for matches in parts:
                 verified, undetected = verify_matches(
                     matches, demographic, settings, model, template
                 )
                 tally.add(verified, undetected)
-                empty = verified.clear()
+                empty[:] = [verified.clear()]
                 verified_files.append(Path(folder) / f"{len(verified_files)}.parquet")
-                write_parquet(verified, verified_files[-1], row_group_size=MERGE_ROW_GROUP_ROWS)
+                write_parquet(verified, verified_files[-1], row_group_size=MATCH_MERGE_GROUP_ROWS)
+                yield verified
+
+        def per_user() -> Iterator[pl.DataFrame]:
+            # the users in slices with their verified counts (the stage holds sums over them)
+            if user_parts is None:
+                counts = [match_counts(verified) for verified in verified_parts()]
+                counts = pl.concat(counts).group_by("author").agg(pl.col("n_self", "n_anti").sum())
+                for batch in iter_parquet_slices(users_file, USER_SEARCH_COLUMNS):
+                    yield with_counts(batch, counts)
+                return
+            # the buckets split the authors, so part b's matches are all by users of part b of
+            # the users table: each part's counts are looked up in its own users, and nothing
+            # the job holds grows with the demographic's matches or users
+            for users_part, verified in zip(user_parts, verified_parts(), strict=True):
+                counts = match_counts(verified)
+                for batch in iter_parquet_slices(users_part, USER_SEARCH_COLUMNS):
+                    yield with_counts(batch, counts)
+
+        try:
+            curve, comparison, threshold = selfid_from_tally(
+                per_user(), tally, demographic, settings
+            )
         finally:
             if model is not None:
                 model.close()
         # the parts' matches in (post id, offset) order: a post's matches are all in its
-        # author's part, in offset order, and the merge keeps the order of equal post ids
-        for frame in iter_sorted_merge(verified_files, "post_id", MERGE_ROWS, scratch=folder):
-            out_matches.write(frame, row_group_size=MERGE_ROW_GROUP_ROWS)
-    curve, comparison, threshold = selfid_from_tally(users, tally, demographic, settings)
+        # author's part, in offset order, and the merge keeps a part's order of equal post ids
+        merged = iter_sorted_merge(
+            verified_files,
+            "post_id",
+            MATCH_MERGE_ROWS,
+            scratch=folder,
+            min_batch_rows=MATCH_MERGE_MIN_BATCH_ROWS,
+        )
+        for frame in merged:
+            out_matches.write(frame, row_group_size=MATCH_MERGE_GROUP_ROWS)
     error = unsupported_error(demographic.key, threshold, args.demographics, OPT_IN_KEY)
     if error:
         if not settings.accept_unsupported_thresholds:
@@ -421,7 +462,7 @@ def _run_search(args: argparse.Namespace) -> int:
             raise ConfigError(error)
         threshold["accepted_unsupported"] = True
         log.warning("%s (accepted: %s is true)", error.partition("; set a fixed")[0], OPT_IN_KEY)
-    out_matches.close(empty)
+    out_matches.close(empty[0])
     write_parquet(curve, args.out_curve)
     write_parquet(comparison, args.out_comparison)
     write_json(threshold, args.out_threshold)

@@ -95,6 +95,13 @@ STAGE = "selfid"
 # the users table's columns the search reads (a user's counts, bin and every formula's score),
 # read alone: the rest of a large table (its demographic, groupness and seed counts) is not held
 USER_SEARCH_COLUMNS = ["author", "percentile", "n_posts", *map(groupness_column, FORMULAS)]
+# the verified matches of D_d's parts merged into one file in (post id, offset) order: a match
+# carries its context window (~0.5-1 KB), so the merge holds few rows, few from each part (at
+# the merge's usual 1,024 rows a file, 30 parts held 30 MB and it grew with P), and its files
+# small row groups (a reader decodes one at a time per file)
+MATCH_MERGE_ROWS = 8_192
+MATCH_MERGE_MIN_BATCH_ROWS = 64
+MATCH_MERGE_GROUP_ROWS = 512
 
 
 # --------------------------------------------------------------------------- formula comparison
@@ -375,24 +382,13 @@ def verify_matches(
 
 @dataclass
 class MatchTally:
-    """What steps 3-5 read of the verified matches, added up part by part: each author's
-    verified self-ID and anti-self-ID occurrences, and the counts ``threshold.json`` reports."""
+    """The counts ``threshold.json`` reports of the verified matches, added up part by part."""
 
-    counts: pl.DataFrame = field(
-        default_factory=lambda: pl.DataFrame(
-            schema={"author": pl.String, "n_self": pl.Int64, "n_anti": pl.Int64}
-        )
-    )
     totals: Counter = field(default_factory=Counter)
     reasons: Counter = field(default_factory=Counter)
 
     def add(self, verified: pl.DataFrame, undetected: int) -> None:
         """One part's verified matches (:func:`verify_matches`)."""
-        self.counts = (
-            pl.concat([self.counts, match_counts(verified)])
-            .group_by("author")
-            .agg(pl.col("n_self").sum(), pl.col("n_anti").sum())
-        )
         is_verified = pl.col("verified")
         row = verified.select(
             pl.len().alias("matches"),
@@ -428,24 +424,29 @@ def selfid_from_matches(
     verified, undetected = verify_matches(matches, demographic, settings, model, template)
     tally = MatchTally()
     tally.add(verified, undetected)
-    curve, comparison, threshold = selfid_from_tally(users, tally, demographic, settings)
+    counts = match_counts(verified)
+    per_user = (with_counts(batch, counts) for batch in _batches(users))
+    curve, comparison, threshold = selfid_from_tally(per_user, tally, demographic, settings)
     return SearchResult(verified, curve, comparison, threshold)
 
 
+def _batches(users: pl.DataFrame | Iterable[pl.DataFrame]) -> Iterable[pl.DataFrame]:
+    return [users] if isinstance(users, pl.DataFrame) else users
+
+
 def selfid_from_tally(
-    users: pl.DataFrame | Iterable[pl.DataFrame],
+    per_user: Iterable[pl.DataFrame],
     tally: MatchTally,
     demographic: Demographic,
     settings: SelfidSettings,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
     """Steps 3-5 of the module docstring (curve, threshold with its support, formula
-    comparison) from the users and the verified matches' :class:`MatchTally`."""
+    comparison) from the users in batches, each user with its verified counts
+    (``curves.with_counts``), and the verified matches' :class:`MatchTally` (complete once the
+    batches are read: a caller may verify the matches part by part as it yields them)."""
     bins = settings.bins
     _check_bins(bins)
-    if isinstance(users, pl.DataFrame):
-        users = [users]
     scores = [groupness_column(f) for f in FORMULAS]
-    per_user = (with_counts(batch, tally.counts) for batch in users)
     summary = summarise_users(per_user, bins, scores)
     curve = curve_from_sums(summary.by_percentile, bins)
     threshold = resolve_threshold(demographic, curve)
