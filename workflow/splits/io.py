@@ -225,7 +225,7 @@ def iter_sorted_merge(
     max_rows: int,
     columns: list[str] | None = None,
     scratch: str | Path | None = None,
-    min_batch_rows: int = MERGE_MIN_BATCH_ROWS,
+    min_batch_rows: int | None = None,
 ) -> Iterator[pl.DataFrame]:
     """The rows of Parquet files that are each sorted by the column ``by`` (no nulls), as one
     stream sorted by ``by``: a k-way merge holding about ``max_rows`` rows in all, however
@@ -233,8 +233,9 @@ def iter_sorted_merge(
     every key of the frames after it (a key found in two files comes out in one frame); rows of
     equal keys from one file keep their order there.
 
-    A file is read in batches of ``max_rows`` / files rows (at least ``min_batch_rows``: a
-    merge of P files holds up to P times that); a reader also decodes one row group
+    A file is read in batches of ``max_rows`` / files rows (at least ``min_batch_rows``,
+    MERGE_MIN_BATCH_ROWS when None: a merge of P files holds up to P times that); a reader
+    also decodes one row group
     at a time, so files written for merging keep row groups small (``MERGE_ROW_GROUP_ROWS``).
     Past ``MERGE_FAN_IN`` files, groups of them are first merged into files in ``scratch`` (a
     temporary folder; the system's when None), so the rows held do not grow with the number of
@@ -276,11 +277,12 @@ def iter_parquet_slices(
 
 
 def _merge_files(
-    paths: list[Path], by: str, max_rows: int, names: list[str] | None, min_batch_rows: int
+    paths: list[Path], by: str, max_rows: int, names: list[str] | None, min_batch_rows: int | None
 ) -> Iterator[pl.DataFrame]:
     import pyarrow.parquet as pq
 
-    batch_rows = max(min_batch_rows, max_rows // max(1, len(paths)))
+    floor = MERGE_MIN_BATCH_ROWS if min_batch_rows is None else min_batch_rows
+    batch_rows = max(floor, max_rows // max(1, len(paths)))
 
     def batches(path):
         last = None
