@@ -316,7 +316,10 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
         assert f"--out-user-parts {user_parts} " in reduce, reduce
         (selfid,) = [c for c in commands if f"selfid search --users {folder}/" in c]
         matches = " ".join(f"{folder}/selfid/{b}.matches.parquet" for b in range(4))
-        assert f"--matches {matches} --demographics" in selfid and "--posts" not in selfid, selfid
+        user_parts = " ".join(f"{folder}/users/{b}.parquet" for b in range(4))
+        # each bucket's matches with its part of the users table, in bucket order
+        assert f"--matches {matches} --user-parts {user_parts} --demographics" in selfid, selfid
+        assert "--posts" not in selfid, selfid
     assert "demographics/black/posts.parquet" not in proc.stdout
 
 
