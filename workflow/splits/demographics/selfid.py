@@ -116,7 +116,8 @@ def auc_from_counts(positives: np.ndarray, negatives: np.ndarray) -> float | Non
     if n_pos == 0 or n_neg == 0:
         return None
     below = np.cumsum(neg) - neg  # negatives with a smaller score
-    doubled = sum(int(p) * (2 * int(b) + int(n)) for p, b, n in zip(pos, below, neg, strict=True))
+    has = np.nonzero(pos)[0]  # Python integers (exact at any size), over the positives' values
+    doubled = sum(int(pos[i]) * (2 * int(below[i]) + int(neg[i])) for i in has)
     return doubled / (2 * n_pos * n_neg)
 
 
