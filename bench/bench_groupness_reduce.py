@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +29,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
+from measure import run_measured  # noqa: E402 - bench/, the script's folder
 from splits.demographics.groupness import (  # noqa: E402
     AGGREGATE_COLUMNS,
     groupness_scores,
 )
 from splits.io import MERGE_ROW_GROUP_ROWS, write_parquet  # noqa: E402
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # noqa: E402
 
 SEEDS = [f"seed{i}" for i in range(10)]
 
@@ -69,16 +68,6 @@ def write_buckets(folder: str, n_buckets: int, users: int, subreddits: int) -> N
         write_parquet(
             pl.DataFrame({"subreddit": SEEDS + others}), f"{folder}/{b}.subreddits.parquet"
         )
-
-
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env={**os.environ, "POLARS_MAX_THREADS": "1"})
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status:
-        raise SystemExit(f"failed ({status}): {' '.join(cmd)}")
-    return time.perf_counter() - start, usage.ru_maxrss / 1024
 
 
 PEER = """
@@ -140,8 +129,8 @@ def main() -> int:
             ]
             peer += [*users_files, str(tmp / "peer.parquet"), str(tmp / "peer.json")]
             peer += [str(demographics)]
-            stage_s, stage_mib = run(stage)
-            peer_s, peer_mib = run(peer)
+            stage_s, stage_mib = run_measured(stage)
+            peer_s, peer_mib = run_measured(peer)
             same = pl.read_parquet(tmp / "users.parquet").equals(
                 pl.read_parquet(tmp / "peer.parquet")
             )

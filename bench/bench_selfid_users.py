@@ -19,11 +19,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,11 +30,12 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
+from measure import run_measured  # noqa: E402 - bench/, the script's folder
 from splits.config.definitions import load_demographics  # noqa: E402
 from splits.config.settings import schema_defaults  # noqa: E402
 from splits.demographics.selfid import search_matches  # noqa: E402
 from splits.demographics.settings import SelfidFindSettings, SelfidSettings  # noqa: E402
-from tiny import parse_args  # noqa: E402 - bench/, the script's folder
+from tiny import parse_args  # noqa: E402
 
 DEMOGRAPHICS = {
     "demographics": [
@@ -137,18 +136,6 @@ json.dump({"threshold": breakpoint, "permutation_p": (1 + as_large) / 1000,
 """
 
 
-def run(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one process. Linux reports as a child's peak at
-    least this process's resident memory when it started the child (the fork's, carried over
-    at exec), so this process stays small: the inputs are made in a child of their own."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env={**os.environ, "POLARS_MAX_THREADS": "1"})
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status:
-        raise SystemExit(f"failed ({status}): {' '.join(cmd)}")
-    return time.perf_counter() - start, usage.ru_maxrss / 1024
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, nargs="+", default=[59_400, 594_000])
@@ -175,8 +162,8 @@ def main() -> int:
             code = f"import sys; sys.path.insert(0, {str(ROOT / 'workflow')!r})\n{PEER}"
             peer = [sys.executable, "-c", code, str(tmp / "users.parquet")]
             peer += [str(tmp / "matches.parquet"), str(tmp / "peer")]
-            stage_s, stage_mib = run(stage)
-            peer_s, peer_mib = run(peer)
+            stage_s, stage_mib = run_measured(stage)
+            peer_s, peer_mib = run_measured(peer)
             threshold = json.loads((out / "t.json").read_text())
             mine = json.loads((tmp / "peer.json").read_text())
             same_curve = pl.read_parquet(out / "c.parquet").equals(
