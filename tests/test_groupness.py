@@ -339,6 +339,47 @@ def test_d_d_is_written_sorted_in_parts(tmp_path, monkeypatch):
     assert pl.read_parquet(path).equals(expected)
 
 
+def test_every_demographics_d_d_from_one_read_equals_one_pass_each(tmp_path, monkeypatch):
+    """The bucket job's writer of every demographic's D_d (one read and one sort of the
+    bucket) writes the files the per-demographic writer does: sorted by post id, only kept
+    subreddits (case-insensitive), a post in two demographics' files, a demographic without
+    posts; and where the posts exceed SORT_ROWS it writes them one pass each, the same."""
+    from splits.demographics import groupness
+
+    posts = make_posts(80, seed=7).sample(fraction=1.0, shuffle=True, seed=2)
+    posts = posts.with_columns(
+        pl.when(pl.col("subreddit") == "seedb")
+        .then(pl.lit("SeedB"))
+        .otherwise(pl.col("subreddit"))
+        .alias("subreddit")
+    )
+    kept = ["seeda", "seedb", "general1"]
+    authors = posts["author"].unique().sort()
+    # overlapping demographics, one with no users
+    users = [
+        pl.DataFrame(
+            {
+                "author": authors.gather_every(step, offset),
+                "groupness": [float(i) for i in range(len(authors.gather_every(step, offset)))],
+                "percentile": [50.0] * len(authors.gather_every(step, offset)),
+            }
+        )
+        for step, offset in ((2, 0), (3, 1), (5, 0))
+    ]
+    users.append(users[0].head(0))
+    expected = [demographic_posts(posts.lazy(), u, kept).collect().sort("post_id") for u in users]
+    assert not demographic_posts(posts.lazy(), users[0], kept).collect()["post_id"].is_sorted()
+    assert set(expected[0]["post_id"]) & set(expected[1]["post_id"])  # a post in two files
+    assert "SeedB" in expected[0]["subreddit"].to_list()
+    for sort_rows in (10**6, 5):
+        monkeypatch.setattr(groupness, "SORT_ROWS", sort_rows)
+        paths = [tmp_path / f"{sort_rows}_{i}.parquet" for i in range(len(users))]
+        counts = groupness.write_demographic_parts(posts.lazy(), users, kept, paths)
+        assert counts == [e.height for e in expected]
+        for path, want in zip(paths, expected, strict=True):
+            assert pl.read_parquet(path).equals(want), (sort_rows, path)
+
+
 def _college_posts() -> pl.DataFrame:
     """make_posts with the subreddits renamed after the issue's college corpus."""
     names = {"seeda": "emory", "seedb": "cornell", "seedc": "duke", "general1": "memory"}

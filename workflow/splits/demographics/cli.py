@@ -27,6 +27,7 @@ from splits.demographics.groupness import (
     kept_subreddits,
     merge_bucket_users,
     read_bots,
+    write_demographic_parts,
     write_demographic_posts,
 )
 from splits.demographics.selfid import (
@@ -272,10 +273,10 @@ def run_groupness_posts(args: argparse.Namespace) -> int:
     for users_file in users_files:  # every table checked before the first part is written
         _check_users(users_file, columns)
     kept = kept_subreddits(args.subreddits)
-    # one demographic's users at a time: the job holds one users table, as one job each did
-    for users_file, out in zip(users_files, args.out, strict=True):
-        users = pl.read_parquet(users_file, columns=columns)
-        n_posts = write_demographic_posts(demographic_posts(posts, users, kept), out)
+    # the bucket's users of every demographic (the bucket's part of each users table)
+    users = [pl.read_parquet(users_file, columns=columns) for users_file in users_files]
+    counts = write_demographic_parts(posts, users, kept, args.out)
+    for users_file, n_posts in zip(users_files, counts, strict=True):
         log.info("%d posts of D_d in %s (users %s)", n_posts, args.posts, users_file)
     return 0
 
