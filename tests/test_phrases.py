@@ -157,3 +157,34 @@ def test_match_keywords_from_bm25_postings_equals_brute_force(reference_dir):
             assert as_dict(*found.of(phrase)) == brute_force(docs, phrase), phrase
     with pytest.raises(ValueError):
         match_keywords(full, texts[:10], phrases)
+
+
+def test_index_of_the_asked_words_only_answers_as_the_full_index():
+    """PositionalIndex(only=...) keeps the positions of the asked words alone (every other word
+    one id that no query asks for): its phrases' documents and counts equal the full index's and
+    the brute force's, with stop words, repeats and overlaps; a word it was not asked to index
+    matches nothing, and its postings hold the asked words' positions only."""
+    rng = random.Random(11)
+    vocab = ["a", "b", "c", "the", "of", "home", "care", "plant", "x", "y", "zz9"]
+    texts = [
+        rng.choice([" ", "-", ". ", "\n"]).join(
+            rng.choice(vocab) for _ in range(rng.randint(0, 40))
+        )
+        for _ in range(500)
+    ] + [None, ""]
+    phrases = ["a b", "b a b", "home care", "the of", "x x x", "c a c a", "zz9 a", "a"]
+    asked = {w for p in phrases for w in phrase_tokens(p)}
+    full, restricted = PositionalIndex(texts), PositionalIndex(texts, only=asked)
+    assert set(restricted.vocabulary) == asked
+    assert len(restricted.postings) < len(full.postings)
+    assert restricted.doc_len.tolist() == full.doc_len.tolist()
+    for phrase in phrases:
+        expected = brute_force(texts, phrase)
+        assert expected or phrase == "zz9 a", phrase  # the cases can fail
+        assert as_dict(*restricted.phrase_frequency(phrase)) == expected, phrase
+        assert as_dict(*full.phrase_frequency(phrase)) == expected, phrase
+    assert restricted.phrase_frequency("plant care")[0].size == 0  # "plant" not asked
+    assert full.phrase_frequency("plant care")[0].size > 0
+    found = match_phrases(texts, phrases)  # the whole texts, through the restricted index
+    for phrase in phrases:
+        assert as_dict(*found.of(phrase)) == brute_force(texts, phrase), phrase

@@ -23,7 +23,7 @@ index's posting lists), which keeps the positional work proportional to the cand
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,9 +56,16 @@ class PositionalIndex:
         self,
         texts: Sequence[str | None] | pl.Series | None = None,
         tokens: Sequence[Sequence[str]] | None = None,
+        only: Collection[str] | None = None,
     ):
         """From raw ``texts`` (``words``), or from documents already cut into ``tokens`` by
-        another analyzer (taken as given, e.g. WordPiece pieces)."""
+        another analyzer (taken as given, e.g. WordPiece pieces).
+
+        ``only``: index the positions of these words alone (the words of the phrases to be
+        asked); every other word keeps its position under one id that no phrase asks for, so
+        phrases of these words match exactly as in the full index, while the vocabulary and
+        the postings hold only these words (the full vocabulary's lookup and the sort of every
+        position are most of the build)."""
         if tokens is not None:
             tok = pl.Series("text", [list(t) for t in tokens], dtype=pl.List(pl.String))
         else:
@@ -72,7 +79,11 @@ class PositionalIndex:
         n_docs = len(tok)
         doc_len = tok.list.len().fill_null(0).to_numpy().astype(np.int64)
         flat = tok.explode().drop_nulls()
-        vocab = flat.unique(maintain_order=True)
+        if only is None:
+            vocab = flat.unique(maintain_order=True)
+        else:  # the asked words that occur, in first-appearance order as in the full index
+            asked = pl.Series(sorted(set(only)), dtype=pl.String)
+            vocab = flat.filter(flat.is_in(asked.implode())).unique(maintain_order=True)
         self.vocabulary: dict[str, int] = {t: i for i, t in enumerate(vocab.to_list())}
         n_terms = len(vocab)
         term = (
@@ -84,6 +95,7 @@ class PositionalIndex:
                 maintain_order="left",
             )
             .get_column("term")
+            .fill_null(n_terms)  # a word not asked for (``only``): one id no query looks up
             .to_numpy()
             .astype(np.int64)
         )
@@ -96,11 +108,14 @@ class PositionalIndex:
         )
         self.tokens = np.full(n_positions, -1, dtype=np.int64)
         self.tokens[position] = term
-        self.tokens = _ids(self.tokens, max(n_terms, 1))
+        self.tokens = _ids(self.tokens, max(n_terms + 1, 1))
+        if only is not None:  # postings of the asked words only
+            asked_at = term < n_terms
+            position, term = position[asked_at], term[asked_at]
         order = np.argsort(term, kind="stable")
         self.postings = _ids(position[order], n_positions)
         self.term_start = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(np.bincount(term, minlength=n_terms), out=self.term_start[1:])
+        np.cumsum(np.bincount(term, minlength=n_terms)[:n_terms], out=self.term_start[1:])
         self.doc_len = doc_len
 
     @property
@@ -194,8 +209,10 @@ def match_phrases(
     ``texts``."""
     series = texts if isinstance(texts, pl.Series) else pl.Series(list(texts), dtype=pl.String)
     n_docs = len(series)
+    # the phrases' words alone are indexed: the answer is the full index's (PositionalIndex)
+    asked = {word for phrase in phrases for word in phrase_tokens(phrase)}
     if candidates is None:
-        return PositionalIndex(series).match(phrases)
+        return PositionalIndex(series, only=asked).match(phrases)
     chosen = np.unique(np.asarray(candidates, dtype=np.int64))
     if len(chosen) and (chosen[0] < 0 or chosen[-1] >= n_docs):
         raise ValueError(f"candidate document ids must lie in [0, {n_docs})")
@@ -204,7 +221,7 @@ def match_phrases(
         return PhraseMatches(
             tuple(phrases), (empty,) * len(phrases), (empty,) * len(phrases), n_docs
         )
-    found = PositionalIndex(series.gather(chosen)).match(phrases)
+    found = PositionalIndex(series.gather(chosen), only=asked).match(phrases)
     return PhraseMatches(
         phrases=found.phrases,
         docs=tuple(chosen[d] for d in found.docs),
