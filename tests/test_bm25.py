@@ -591,3 +591,50 @@ def test_topic_splits_do_not_depend_on_the_shards(index):
             top_k=3, drop_fraction=0.25, index=index, shard_posts=shard_posts, shard_mb=shard_mb
         )
         assert in_process.topic_splits(posts, TOPICS, params).equals(one), (shard_posts, shard_mb)
+
+
+def test_an_empty_bucket_writes_no_shard_and_all_buckets_empty_is_one_error(tmp_path, capsys):
+    """ingest.buckets > 1: topic_shards runs once per posts bucket (``--allow-empty``). A bucket
+    with no post at or above the thresholds writes no shard and an empty plan, not an error;
+    the global statistics over no shard at all (every bucket empty) stop with the one line the
+    one-job cut gives (without ``--allow-empty`` the cut itself stops with it)."""
+    from splits.cli import main
+    from splits.topics.settings import TopicShardsSettings
+
+    posts = demographic_posts()
+    thresholds = tmp_path / "thresholds.json"
+    thresholds.write_text(json.dumps({"a": 50, "b": 50}))
+    parts = []
+    for key in ("a", "b"):  # every post below the threshold
+        path = tmp_path / "demographics" / key / "posts" / "3.parquet"
+        path.parent.mkdir(parents=True)
+        posts.filter(pl.col("demographic") == key).drop("demographic").sort("post_id").with_columns(
+            pl.lit(10.0).alias("percentile"), pl.lit(1.0).alias("groupness")
+        ).write_parquet(path)
+        parts.append(str(path))
+    settings = json.dumps(dataclasses.asdict(schema_defaults(TopicShardsSettings)))
+    out = tmp_path / "shards" / "3"
+    shard = ["topic-splits", "shard", "--demographic-posts", *parts, "--thresholds",
+             str(thresholds), "--out-dir", str(out), "--settings", settings]  # fmt: skip
+    assert main(shard) == 2
+    assert "no posts of users at or above the demographics' thresholds" in capsys.readouterr().err
+    assert main([*shard, "--allow-empty"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
+    assert json.loads((out / "plan.json").read_text()) == {"shards": [], "posts": 0}
+    topics_file = tmp_path / "topics.yaml"
+    topics_file.write_text(
+        "topics:\n"
+        + "".join(
+            f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n"
+            for t in TOPICS
+        )
+    )
+    capsys.readouterr()
+    stats = ["topic-splits", "global-stats", "--vocab", "--counts", "--topics-file",
+             str(topics_file), "--out", str(tmp_path / "global_stats.json")]  # fmt: skip
+    assert main(stats) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "splits topic-splits: config error: topic splits: no posts of users at or above the "
+        "demographics' thresholds"
+    ], err

@@ -293,7 +293,16 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
     per_bucket = ("groupness_bucket", "groupness_posts", "selfid_bucket")
     assert [counts[rule] for rule in per_bucket] == [4] * 3
     assert counts["groupness"] == counts["selfid"] == len(keys) > 1
-    (shard,) = [c for c in commands if "splits topic-splits shard" in c]
+    # the topic splits' cut: one job per bucket (the job count grows with P), each reading only
+    # its bucket's part of every demographic's D_d and writing that bucket's shards
+    assert counts["topic_shards"] == 4
+    cuts = [c for c in commands if "splits topic-splits shard" in c]
+    assert len(cuts) == 4, cuts
+    for b in range(4):
+        part_of = " ".join(f"results/demographics/{key}/posts/{b}.parquet" for key in keys)
+        (cut,) = [c for c in cuts if f"--demographic-posts {part_of} --" in c]
+        assert f"--out-dir results/topics/shards/posts/{b} --allow-empty " in cut, cut
+        assert cut.count("/posts/") == len(keys) + 1 and f"/posts/{b}.parquet" in cut, cut
     for b in range(4):
         # each demographic's part of the bucket paired with its key and its matches, in order
         part_of = [f"results/demographics/{key}/posts/{b}.parquet" for key in keys]
@@ -309,8 +318,6 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
         assert f"--users {' '.join(users_of)} " in write, write
     for key in keys:
         folder = f"results/demographics/{key}"
-        parts = " ".join(f"{folder}/posts/{b}.parquet" for b in range(4))
-        assert parts in shard, shard
         (reduce,) = [c for c in commands if f"--out-users {folder}/users.parquet " in c]
         user_parts = " ".join(f"{folder}/users/{b}.parquet" for b in range(4))
         assert f"--out-user-parts {user_parts} " in reduce, reduce

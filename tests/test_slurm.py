@@ -4,7 +4,7 @@
 MinJobAge=3600 so finished jobs stay visible to squeue); the CPU stages of the default pipeline
 run with `--profile profiles/slurm` (job status through squeue), scaled out where the local run
 is one job (the posts, group-ness and graph in GRAPH_BUCKETS user buckets, the BM25 topic splits
-in three shards; the per-bucket jobs bundled in group jobs, as docs/cluster.md advises for many
+cut per posts bucket into shards of at most a third of the posts; the per-bucket jobs bundled in group jobs, as docs/cluster.md advises for many
 short jobs), and their outputs must equal a local run's; `.ci/slurm/stop.sh` stops exactly the daemons that were
 started. Skips (with the reason) only where it cannot be root, or Slurm is not installed
 (`.ci/run` installs it; the test installs nothing), or /etc/slurm/slurm.conf belongs to this
@@ -266,7 +266,8 @@ class SlurmPipeline:
 @pytest.fixture(scope="module")
 def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipeline:
     """The CPU stages on Slurm, scaled out where the local run is one job: the BM25 topic splits
-    in three shards (one locally) and the graph in GRAPH_BUCKETS user buckets (one job
+    cut per posts bucket (one cut job per bucket) into shards of at most a third of the posts (one
+    shard locally) and the graph in GRAPH_BUCKETS user buckets (one job
     locally), every job a Slurm job or, for the per-bucket rules (BUCKET_GROUPS), part of a group
     job of GRAPH_BUCKETS of them. Both cases below read this one run."""
     workdir = copy_repo(tmp_path_factory.mktemp("slurm-run") / "repo")
@@ -276,7 +277,7 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
     assert local_config.get("ingest", {}).get("buckets", 1) == 1  # the schema's default: one job
     config_path = workdir / "config" / "config.yaml"
     config = yaml.safe_load(config_path.read_text())
-    config["topics"]["shard_posts"] = -(-local_plan["posts"] // 3)  # three shards
+    config["topics"]["shard_posts"] = -(-local_plan["posts"] // 3)  # a third of the posts
     config["ingest"]["buckets"] = GRAPH_BUCKETS
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     jobs_before = set(slurm_cluster.run("squeue", "-h", "--states=all", "-o", "%i").stdout.split())
@@ -332,8 +333,8 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
 
 @SLURM_PIPELINE_TIMEOUT
 def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
-    """Also: the BM25 topic splits run as separate Slurm jobs per shard (three shards here,
-    one in the local run), and their output equals the local run's."""
+    """Also: the BM25 topic splits run as separate Slurm jobs per bucket and shard (a shard or
+    more per bucket here, one in the local run), and their output equals the local run's."""
     workdir, submitted = slurm_pipeline.workdir, slurm_pipeline.submitted
     submitted_rules = set(submitted)
     assert {"synth", "ingest", "graph", "groupness", "topic_splits"} <= submitted_rules, (
@@ -347,22 +348,30 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
         group_jobs = submitted.count(f"{group}_{'_'.join(sorted(bundled))}")
         assert 1 <= group_jobs < jobs, (group, jobs, submitted)
         assert not set(bundled) & submitted_rules, submitted_rules
-    # the sharded BM25 stage: one cut, a statistics and a scoring job per shard, one reduce of
-    # the statistics and one merge, each its own Slurm job
+    # the sharded BM25 stage: a cut per posts bucket, a statistics and a scoring job per shard,
+    # one reduce of the statistics and one merge, each its own Slurm job
+    plans = [
+        json.loads((workdir / f"results/topics/shards/posts/{b}/plan.json").read_text())
+        for b in range(GRAPH_BUCKETS)
+    ]
+    shards = sum(len(plan["shards"]) for plan in plans)
     for rule, jobs in (
-        ("topic_shards", 1),
-        ("topic_shard_stats", 3),
+        ("topic_shards", GRAPH_BUCKETS),
+        ("topic_shard_stats", shards),
         ("topic_global_stats", 1),
-        ("topic_shard_score", 3),
+        ("topic_shard_score", shards),
         ("topic_splits", 1),
     ):
         assert submitted.count(rule) == jobs, (rule, submitted)
-    plan = json.loads((workdir / "results/topics/shards/posts/plan.json").read_text())
-    assert len(plan["shards"]) == 3 and plan["posts"] == slurm_pipeline.local_plan["posts"]
+    assert shards >= GRAPH_BUCKETS
+    assert sum(plan["posts"] for plan in plans) == slurm_pipeline.local_plan["posts"]
 
     slurm_files = _parquet_files(workdir)
     local_files = _parquet_files(default_run)
-    for files in (slurm_files, local_files):  # per-shard files: 3 shards here, 1 locally
+    for files in (
+        slurm_files,
+        local_files,
+    ):  # per-shard files: one or more a bucket here, 1 locally
         for rel in [r for r in files if "/topics/shards/" in r]:
             del files[rel]
     # per-bucket files (posts and group-ness users, GRAPH_BUCKETS here, none locally): the

@@ -325,14 +325,63 @@ def demographic_posts_files():
     return [path for key in DEMOGRAPHIC_KEYS for path in demographic_posts_of(key)]
 
 
+# With ingest.buckets > 1 the cut runs once per posts bucket, not once over the whole union (its
+# time grew with the corpus, on the critical path): a bucket holds its authors' posts in every
+# demographic's D_d, so the buckets' unions together are the union, each post once. Bucket b's
+# shards go to their own folder, so a shard is named <bucket>/<00000> and the per-shard rules'
+# paths hold both wildcards (TOPIC_SHARD); with P = 1 the paths are the one cut's, as before.
+TOPIC_SHARD = "{shard}" if POSTS_BUCKETS == 1 else "{bucket}/{shard}"
+TOPIC_SHARDS_OUT = TOPIC_SHARDS if POSTS_BUCKETS == 1 else f"{TOPIC_SHARDS}/{{bucket}}"
+# the name of a cut job's log and benchmark file
+TOPIC_SHARDS_JOB = "topic_shards" if POSTS_BUCKETS == 1 else "{bucket}"
+
+
+def topic_shards_posts(wildcards):
+    """The D_d files one topic_shards job reads: every part, or bucket b's part of each
+    demographic (the job of bucket b)."""
+    if POSTS_BUCKETS == 1:
+        return demographic_posts_files()
+    return [
+        f"{RESULTS}/demographics/{key}/posts/{wildcards.bucket}.parquet"
+        for key in DEMOGRAPHIC_KEYS
+    ]
+
+
+def topic_shards_part_args(wildcards):
+    """A bucket's cut may find no post at or above the thresholds (it writes no shard); the
+    run stops only if every bucket finds none (topic_global_stats then gets no shard).
+    """
+    return [] if POSTS_BUCKETS == 1 else ["--allow-empty"]
+
+
+def topic_shard_folders():
+    """Every bucket's topic_shards folder, an input of the rules that gather the shards
+    (topic_global_stats, topic_splits): topic_shard_outputs waits for one bucket's checkpoint at
+    a time (the first one not done), so without these Snakemake would run the buckets' cuts one
+    after another. None with P = 1."""
+    if POSTS_BUCKETS == 1:
+        return []
+    return expand(TOPIC_SHARDS_OUT, bucket=range(POSTS_BUCKETS))
+
+
 def topic_shard_outputs(pattern):
-    """Input function: ``pattern`` ({shard} wildcard) for every shard the topic_shards
-    checkpoint wrote, in shard order."""
+    """Input function: ``pattern`` (TOPIC_SHARD's wildcards) for every shard the topic_shards
+    checkpoint wrote, in shard order; with posts buckets every bucket's shards, bucket by bucket
+    in bucket order (the union's order: the vocabulary's order of first appearance, behind the
+    mean idf, follows it)."""
+
+    def shard_names(folder):
+        return sorted(glob_wildcards(f"{folder}/{{shard}}.parquet").shard)
 
     def inputs(wildcards):
-        folder = checkpoints.topic_shards.get().output[0]
-        names = sorted(glob_wildcards(f"{folder}/{{shard}}.parquet").shard)
-        return expand(pattern, shard=names)
+        if POSTS_BUCKETS == 1:
+            folder = checkpoints.topic_shards.get().output[0]
+            return expand(pattern, shard=shard_names(folder))
+        paths = []
+        for b in range(POSTS_BUCKETS):
+            folder = checkpoints.topic_shards.get(bucket=b).output[0]
+            paths += expand(pattern, bucket=b, shard=shard_names(folder))
+        return paths
 
     return inputs
 

@@ -7,44 +7,46 @@
 # topic_shard_stats counts each shard's vocabulary, topic_global_stats sums the counts into
 # the corpus statistics, topic_shard_score scores each shard with them and the BM25 variant of
 # topics.bm25 (its top K per demographic and topic), and topic_splits merges the shards' top Ks
-# and makes the cut.
+# and makes the cut. With ingest.buckets > 1 topic_shards is one job per posts bucket (its folder
+# and shards named by the bucket: common.smk, TOPIC_SHARD), so no job reads the whole corpus.
 
 
 checkpoint topic_shards:
     input:
-        posts=demographic_posts_files(),
+        posts=topic_shards_posts,
         thresholds=f"{RESULTS}/demographics/thresholds.json",
         demographics=DEMOGRAPHICS_FILE,
     output:
-        directory(TOPIC_SHARDS),
+        directory(TOPIC_SHARDS_OUT),
     log:
-        "logs/topic_shards/topic_shards.log",
+        f"logs/topic_shards/{TOPIC_SHARDS_JOB}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/topic_shards/topic_shards.tsv"
+        f"{RESULTS}/benchmarks/topic_shards/{TOPIC_SHARDS_JOB}.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
     resources:
         mem_mb=topic_shard_mem_mb,
     params:
+        part=topic_shards_part_args,
         settings=settings_json(config, TopicShardsSettings),
     shell:
         "POLARS_MAX_THREADS={threads} splits topic-splits shard"
         " --demographic-posts {input.posts:q} --thresholds {input.thresholds:q}"
-        " --demographics-file {input.demographics:q} --out-dir {output:q}"
+        " --demographics-file {input.demographics:q} --out-dir {output:q} {params.part:q}"
         " --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule topic_shard_stats:
     input:
-        shard=f"{TOPIC_SHARDS}/{{shard}}.parquet",
+        shard=f"{TOPIC_SHARDS}/{TOPIC_SHARD}.parquet",
     output:
-        vocab=f"{TOPIC_STATS}/{{shard}}.vocab.parquet",
-        counts=f"{TOPIC_STATS}/{{shard}}.counts.json",
+        vocab=f"{TOPIC_STATS}/{TOPIC_SHARD}.vocab.parquet",
+        counts=f"{TOPIC_STATS}/{TOPIC_SHARD}.counts.json",
     log:
-        "logs/topic_shard_stats/{shard}.log",
+        f"logs/topic_shard_stats/{TOPIC_SHARD}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/topic_shard_stats/{{shard}}.tsv"
+        f"{RESULTS}/benchmarks/topic_shard_stats/{TOPIC_SHARD}.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -60,9 +62,10 @@ rule topic_shard_stats:
 
 rule topic_global_stats:
     input:
-        vocab=topic_shard_outputs(f"{TOPIC_STATS}/{{shard}}.vocab.parquet"),
-        counts=topic_shard_outputs(f"{TOPIC_STATS}/{{shard}}.counts.json"),
+        vocab=topic_shard_outputs(f"{TOPIC_STATS}/{TOPIC_SHARD}.vocab.parquet"),
+        counts=topic_shard_outputs(f"{TOPIC_STATS}/{TOPIC_SHARD}.counts.json"),
         topics=config["topics"]["file"],
+        cuts=topic_shard_folders(),  # with posts buckets: every bucket's cut at once
     output:
         f"{RESULTS}/topics/global_stats.json",
     log:
@@ -82,15 +85,15 @@ rule topic_global_stats:
 
 rule topic_shard_score:
     input:
-        shard=f"{TOPIC_SHARDS}/{{shard}}.parquet",
+        shard=f"{TOPIC_SHARDS}/{TOPIC_SHARD}.parquet",
         stats=f"{RESULTS}/topics/global_stats.json",
         topics=config["topics"]["file"],
     output:
-        f"{TOPIC_HITS}/{{shard}}.parquet",
+        f"{TOPIC_HITS}/{TOPIC_SHARD}.parquet",
     log:
-        "logs/topic_shard_score/{shard}.log",
+        f"logs/topic_shard_score/{TOPIC_SHARD}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/topic_shard_score/{{shard}}.tsv"
+        f"{RESULTS}/benchmarks/topic_shard_score/{TOPIC_SHARD}.tsv"
     conda:
         "../../envs/topics.yaml"
     threads: 1
@@ -106,10 +109,11 @@ rule topic_shard_score:
 
 rule topic_splits:
     input:
-        hits=topic_shard_outputs(f"{TOPIC_HITS}/{{shard}}.parquet"),
-        shards=topic_shard_outputs(f"{TOPIC_SHARDS}/{{shard}}.parquet"),
+        hits=topic_shard_outputs(f"{TOPIC_HITS}/{TOPIC_SHARD}.parquet"),
+        shards=topic_shard_outputs(f"{TOPIC_SHARDS}/{TOPIC_SHARD}.parquet"),
         topics=config["topics"]["file"],
         demographics=DEMOGRAPHICS_FILE,
+        cuts=topic_shard_folders(),  # with posts buckets: every bucket's cut at once
     output:
         topics=f"{RESULTS}/topics/topics.parquet",
         topic_posts=f"{RESULTS}/topics/topic_posts.parquet",

@@ -41,7 +41,14 @@ from splits.topics.settings import (
     check_settings,
     shard_bytes,
 )
-from splits.topics.shards import cut_shards, iter_union, read_seeds, read_thresholds, write_shards
+from splits.topics.shards import (
+    cut_shards,
+    iter_union,
+    no_posts_error,
+    read_seeds,
+    read_thresholds,
+    write_shards,
+)
 from splits.topics.statistics import (
     global_statistics,
     read_counts,
@@ -115,6 +122,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     _add_demographics_file(shard)
     shard.add_argument("--out-dir", required=True, help="writes <00000>.parquet ... and plan.json")
+    shard.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="the files are one posts bucket's parts (ingest.buckets > 1): no post at or above "
+        "the thresholds writes no shard and an empty plan, not an error (global-stats stops the "
+        "run when no bucket has a shard)",
+    )
     add_settings_arguments(shard)
 
     stats = sub.add_parser("stats", help="one shard's BM25 statistics")
@@ -124,10 +138,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(stats)
 
     reduce = sub.add_parser("global-stats", help="the corpus statistics over every shard")
+    # none at all: every posts bucket's cut was empty (shard --allow-empty), a one-line error
     reduce.add_argument(
-        "--vocab", nargs="+", required=True, help="stats vocabularies, in shard order"
+        "--vocab", nargs="*", required=True, help="stats vocabularies, in shard order"
     )
-    reduce.add_argument("--counts", nargs="+", required=True, help="stats counts, in shard order")
+    reduce.add_argument("--counts", nargs="*", required=True, help="stats counts, in shard order")
     reduce.add_argument(
         "--topics-file", required=True, help="topic list (our YAML or release JSON)"
     )
@@ -208,9 +223,12 @@ def _shard_files(
                 "topics.seed_subreddit_posts exclude needs --demographics-file (seed subreddits)"
             )
         exclude = read_seeds(args.demographics_file)
-    union = iter_union(posts_files, read_thresholds(args.thresholds), exclude=exclude)
+    allow_empty = getattr(args, "allow_empty", False)  # `run` cuts the whole union
+    union = iter_union(
+        posts_files, read_thresholds(args.thresholds), exclude=exclude, one_bucket=allow_empty
+    )
     pieces = cut_shards(union, settings.shard_posts, shard_bytes(settings.shard_mb))
-    return write_shards(pieces, out_dir)
+    return write_shards(pieces, out_dir, allow_empty=allow_empty)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
         counts = shard_counts(pl.read_parquet(shard), settings.index)
         write_counts(counts, settings.index, args.out_vocab, args.out_counts)
     elif args.action == "global-stats":
+        if not args.vocab and not args.counts:
+            raise no_posts_error()
         vocab = _existing("--vocab", args.vocab)
         files = _existing("--counts", args.counts)
         if len(vocab) != len(files):

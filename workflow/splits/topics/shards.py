@@ -175,6 +175,7 @@ def iter_union(
     thresholds: dict[str, float],
     batch_rows: int = READ_BATCH_ROWS,
     exclude: dict[str, Sequence[str]] | None = None,
+    one_bucket: bool = False,
 ) -> Iterator[pl.DataFrame]:
     """The union of the demographics' posts at or above their thresholds: one row per post, with
     the sorted list of demographics holding it, as consecutive frames; in post-id order, or, where
@@ -187,7 +188,9 @@ def iter_union(
     streams that may still hold more, so memory holds a few batches whatever the corpus size, and
     with posts buckets one bucket's streams at a time, whatever their number. ``exclude``: per
     demographic, subreddits whose posts are left out of its rows (its own seed subreddits with
-    ``topics.seed_subreddit_posts: exclude``; names compared case-insensitively)."""
+    ``topics.seed_subreddit_posts: exclude``; names compared case-insensitively). ``one_bucket``:
+    the files are one posts bucket's parts (a topic_shards job per bucket), whose log lines say
+    so (a demographic with no post in one bucket is no warning)."""
     parts = {}
     for key in sorted(posts_files):
         if key not in thresholds:
@@ -209,7 +212,7 @@ def iter_union(
             ]
         opened += streams
         yield from _merge(streams)
-    _log_union(opened)
+    _log_union(opened, one_bucket)
 
 
 def _merge(streams: list[_SortedPosts]) -> Iterator[pl.DataFrame]:
@@ -225,15 +228,18 @@ def _merge(streams: list[_SortedPosts]) -> Iterator[pl.DataFrame]:
         yield _union_rows(pl.concat([s.take(bound) for s in live]))
 
 
-def _log_union(streams: list[_SortedPosts]) -> None:
+def _log_union(streams: list[_SortedPosts], one_bucket: bool = False) -> None:
     """Per demographic, over its parts: the posts kept, repeated ids dropped, posts excluded."""
+    where = " in this posts bucket" if one_bucket else ""
     for key in sorted({s.key for s in streams}):
         mine = [s for s in streams if s.key == key]
         threshold = mine[0].threshold
         kept, repeated = sum(s.kept for s in mine), sum(s.repeated for s in mine)
         excluded = sum(s.excluded for s in mine)
         if kept:
-            log.info("%s: %d posts at or above the threshold %s", key, kept, threshold)
+            log.info("%s: %d posts at or above the threshold %s%s", key, kept, threshold, where)
+        elif one_bucket:  # the other buckets may hold its posts
+            log.info("%s: no posts of users at or above the threshold %s%s", key, threshold, where)
         else:
             log.warning("%s: no posts of users at or above the threshold %s", key, threshold)
         if repeated:
@@ -313,10 +319,13 @@ def shard_name(i: int) -> str:
     return f"{i:05d}"
 
 
-def write_shards(pieces: Iterable[tuple[int, pl.DataFrame]], out_dir: str | Path) -> dict:
+def write_shards(
+    pieces: Iterable[tuple[int, pl.DataFrame]], out_dir: str | Path, allow_empty: bool = False
+) -> dict:
     """Write each shard of ``cut_shards`` as ``out_dir/<00000>.parquet``, piece by piece (memory
     holds one piece), and the plan (``plan.json``: shards in order with posts, text bytes,
-    first and last post id); returns the plan."""
+    first and last post id); returns the plan. No piece at all is an error, unless
+    ``allow_empty`` (one posts bucket's cut: an empty plan, no shard)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plan: list[dict] = []
@@ -343,14 +352,18 @@ def write_shards(pieces: Iterable[tuple[int, pl.DataFrame]], out_dir: str | Path
         raise
     if writer is not None:
         writer.close()
-    if not plan:
-        raise ConfigError(
-            "topic splits: no posts of users at or above the demographics' thresholds"
-        )
+    if not plan and not allow_empty:
+        raise no_posts_error()
     result = {"shards": plan, "posts": sum(s["posts"] for s in plan)}
     write_json(result, out / "plan.json")
     log.info("%d posts in %d shards", result["posts"], len(plan))
     return result
+
+
+def no_posts_error() -> ConfigError:
+    """The run's stop when no post of the union is at or above the thresholds (the one cut's,
+    or with posts buckets the global statistics' over no shard at all)."""
+    return ConfigError("topic splits: no posts of users at or above the demographics' thresholds")
 
 
 def read_thresholds(path: str | Path) -> dict:
