@@ -27,6 +27,7 @@ SLOW = {"bench_llm_dag", "bench_scale"}
 DONE = {
     "bench_bm25": "topic_splits",
     "bench_dag": "dry-run DAG build",
+    "bench_demographic_parts": "same D_d parts",
     "bench_graph": "extrapolation to 50,000 subreddits",
     "bench_groupness_reduce": "same users table and report",
     "bench_ingest": "stage/parse+write",
