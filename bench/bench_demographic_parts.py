@@ -1,5 +1,5 @@
 """Benchmark: one posts bucket's part of every demographic's D_d (rule groupness_posts,
-``splits.demographics.groupness.write_demographic_parts``) against its peer, the same parts
+``splits.demographics.d_posts.write_demographic_parts``) against its peer, the same parts
 written one demographic at a time (``write_demographic_posts`` of ``demographic_posts``: a read
 of the bucket, a staged write and a sort per demographic, what the job did before).
 
@@ -28,7 +28,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from splits.demographics import groupness  # noqa: E402
+from splits.demographics import d_posts  # noqa: E402
 from splits.io import scan_posts, write_parquet  # noqa: E402
 from tiny import parse_args  # noqa: E402 - bench/, the script's folder
 
@@ -86,7 +86,7 @@ def users_tables(users: int, seed: int) -> list[pl.DataFrame]:
 
 def one_pass_each(posts, users, kept, paths) -> list[int]:
     return [
-        groupness.write_demographic_posts(groupness.demographic_posts(posts, u, kept), p)
+        d_posts.write_demographic_posts(d_posts.demographic_posts(posts, u, kept), p)
         for u, p in zip(users, paths, strict=True)
     ]
 
@@ -110,7 +110,7 @@ def main() -> None:
         ]  # names in both cases: the stage compares them case-insensitively
         posts = scan_posts([bucket_path])
         runs = {"stage": [], "peer": []}
-        writers = {"stage": groupness.write_demographic_parts, "peer": one_pass_each}
+        writers = {"stage": d_posts.write_demographic_parts, "peer": one_pass_each}
         counts = {}
         for round_ in range(args.repeats + 1):  # round 0 warms up
             for name, writer in writers.items():

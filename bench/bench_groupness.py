@@ -27,12 +27,11 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from splits.config.definitions import Demographic  # noqa: E402
 from splits.config.settings import schema_defaults  # noqa: E402
-from splits.demographics.groupness import (  # noqa: E402
-    build_users,
+from splits.demographics.d_posts import (  # noqa: E402
     demographic_posts,
-    read_bots,
     write_demographic_posts,
 )
+from splits.demographics.groupness import build_users, read_bots  # noqa: E402
 from splits.demographics.settings import GroupnessSettings  # noqa: E402
 from splits.io import write_parquet  # noqa: E402
 from tiny import parse_args  # noqa: E402 - bench/, the script's folder

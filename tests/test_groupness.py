@@ -13,10 +13,10 @@ import pytest
 import yaml
 from splits.config.definitions import Demographic, load_demographics
 from splits.config.settings import schema_defaults
+from splits.demographics.d_posts import demographic_posts
 from splits.demographics.groupness import (
     FORMULAS,
     build_users,
-    demographic_posts,
     groupness_column,
     read_bots,
 )
@@ -314,7 +314,7 @@ def test_release_json_and_paper_yaml_load_the_same_facts(reference_dir, repo_roo
 def test_d_d_is_written_sorted_in_parts(tmp_path, monkeypatch):
     """D_d is sorted by post id while holding at most SORT_ROWS posts: the file equals an
     in-memory sort whatever the part size (one pass per part), and the CLI writes it so."""
-    from splits.demographics import groupness
+    from splits.demographics import d_posts as d_posts_module
     from splits.io import write_sorted_parquet
 
     posts = make_posts(60, seed=3).sample(fraction=1.0, shuffle=True, seed=1)
@@ -333,9 +333,9 @@ def test_d_d_is_written_sorted_in_parts(tmp_path, monkeypatch):
         path = tmp_path / f"d_{max_rows}.parquet"
         assert write_sorted_parquet(d_posts, "post_id", path, max_rows) == expected.height
         assert pl.read_parquet(path).equals(expected), max_rows
-    monkeypatch.setattr(groupness, "SORT_ROWS", 5)
+    monkeypatch.setattr(d_posts_module, "SORT_ROWS", 5)
     path = tmp_path / "cli.parquet"
-    assert groupness.write_demographic_posts(d_posts, path) == expected.height
+    assert d_posts_module.write_demographic_posts(d_posts, path) == expected.height
     assert pl.read_parquet(path).equals(expected)
 
 
@@ -344,7 +344,7 @@ def test_every_demographics_d_d_from_one_read_equals_one_pass_each(tmp_path, mon
     bucket) writes the files the per-demographic writer does: sorted by post id, only kept
     subreddits (case-insensitive), a post in two demographics' files, a demographic without
     posts; and where the posts exceed SORT_ROWS it writes them one pass each, the same."""
-    from splits.demographics import groupness
+    from splits.demographics import d_posts
 
     posts = make_posts(80, seed=7).sample(fraction=1.0, shuffle=True, seed=2)
     posts = posts.with_columns(
@@ -372,9 +372,9 @@ def test_every_demographics_d_d_from_one_read_equals_one_pass_each(tmp_path, mon
     assert set(expected[0]["post_id"]) & set(expected[1]["post_id"])  # a post in two files
     assert "SeedB" in expected[0]["subreddit"].to_list()
     for sort_rows in (10**6, 5):
-        monkeypatch.setattr(groupness, "SORT_ROWS", sort_rows)
+        monkeypatch.setattr(d_posts, "SORT_ROWS", sort_rows)
         paths = [tmp_path / f"{sort_rows}_{i}.parquet" for i in range(len(users))]
-        counts = groupness.write_demographic_parts(posts.lazy(), users, kept, paths)
+        counts = d_posts.write_demographic_parts(posts.lazy(), users, kept, paths)
         assert counts == [e.height for e in expected]
         for path, want in zip(paths, expected, strict=True):
             assert pl.read_parquet(path).equals(want), (sort_rows, path)

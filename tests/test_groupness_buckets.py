@@ -18,14 +18,13 @@ import splits.io as sio
 import yaml
 from conftest import run_snakemake
 from splits.config.definitions import load_demographics
+from splits.demographics.d_posts import demographic_posts, write_demographic_posts
 from splits.demographics.groupness import (
     AGGREGATE_COLUMNS,
     bucket_users,
     build_users,
-    demographic_posts,
     merge_bucket_users,
     read_bots,
-    write_demographic_posts,
 )
 from splits.errors import InputError
 from splits.ingest.partition import author_buckets

@@ -17,7 +17,8 @@ import polars as pl
 import pytest
 from splits.config.definitions import load_demographics
 from splits.config.settings import schema_defaults
-from splits.demographics.groupness import build_users, demographic_posts, read_bots
+from splits.demographics.d_posts import demographic_posts
+from splits.demographics.groupness import build_users, read_bots
 from splits.demographics.phrases import PhraseSet, find_phrases
 from splits.demographics.selfid import roc_auc, selfid_search
 from splits.demographics.settings import GroupnessSettings, SelfidSettings

@@ -19,16 +19,18 @@ from splits.config.schema import load_config
 from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.config.templates import PROMPT_SLOTS, unknown_slot_error, unknown_slots
 from splits.demographics.curves import match_counts, unsupported_error, with_counts
+from splits.demographics.d_posts import (
+    demographic_posts,
+    write_demographic_parts,
+    write_demographic_posts,
+)
 from splits.demographics.groupness import (
     bucket_users,
     build_users,
-    demographic_posts,
     find_demographic,
     kept_subreddits,
     merge_bucket_users,
     read_bots,
-    write_demographic_parts,
-    write_demographic_posts,
 )
 from splits.demographics.selfid import (
     MATCH_MERGE_GROUP_ROWS,

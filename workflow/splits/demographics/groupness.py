@@ -34,28 +34,16 @@ from splits.config.definitions import Demographic, load_demographics
 from splits.demographics.settings import GroupnessSettings
 from splits.errors import ConfigError, InputError
 from splits.health import Finding, log_findings
-from splits.io import ParquetAppender, iter_sorted_merge, write_parquet, write_sorted_parquet
+from splits.io import ParquetAppender, iter_sorted_merge, write_parquet
 
 log = logging.getLogger(__name__)
 
 FORMULAS = ("sum_log", "breadth_x_volume", "entropy")
 ALWAYS_BOTS = ("automoderator", "[deleted]")
 SCORE_DECIMALS = 9
-SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
 MERGE_ROWS = 50_000  # users held at once while the bucketed reduce writes the users table
 CLOSEST_NAMES = 3  # subreddit names suggested for a seed that does not occur in the posts
 
-POST_COLUMNS = [
-    "post_id",
-    "kind",
-    "subreddit",
-    "author",
-    "created_utc",
-    "text",
-    "score",
-    "conversation_id",
-    "reply_to",
-]
 # a seed user's per-user numbers, before the bot drop and the top-user cut (a bucket's table)
 AGGREGATE_COLUMNS = [
     "author",
@@ -544,61 +532,6 @@ def groupness_report(
         "top_user_min_posts": cut.top_posts,
         "users": users,
     }
-
-
-def demographic_posts(
-    posts: pl.LazyFrame, users: pl.DataFrame, kept_subreddits: list[str]
-) -> pl.LazyFrame:
-    """D_d: every post of the users in any kept subreddit, with the author's group-ness and
-    percentile, in the posts table's order (``write_demographic_posts`` sorts it by post id)."""
-    kept = sorted({s.lower() for s in kept_subreddits})
-    return (
-        posts.filter(pl.col("subreddit").str.to_lowercase().is_in(kept))
-        .join(users.lazy().select("author", "groupness", "percentile"), on="author", how="inner")
-        .select(POST_COLUMNS + ["groupness", "percentile"])
-    )
-
-
-def write_demographic_posts(d_posts: pl.LazyFrame, path: str | Path) -> int:
-    """Write D_d sorted by post id (the file is deterministic, and the topic splits merge the
-    demographics' files in post-id order), holding at most ``SORT_ROWS`` posts at once."""
-    return write_sorted_parquet(d_posts, "post_id", path, SORT_ROWS)
-
-
-def write_demographic_parts(
-    posts: pl.LazyFrame,
-    users: list[pl.DataFrame],
-    kept_subreddits: list[str],
-    paths: list[str | Path],
-) -> list[int]:
-    """Every demographic's D_d from one posts bucket (``users[i]`` -> ``paths[i]``, each as
-    ``write_demographic_posts`` writes it: sorted by post id), reading the bucket once: its
-    posts in kept subreddits by any of the users are sorted by post id once, and each
-    demographic's part is that frame joined to its users in that order. Where those posts are
-    more than ``SORT_ROWS``, each part is written on its own as before (one pass over the bucket
-    per demographic, holding at most ``SORT_ROWS`` posts). Returns the posts of each part."""
-    kept = sorted({s.lower() for s in kept_subreddits})
-    frames = [u.select("author", "groupness", "percentile") for u in users]
-    authors = pl.concat([f.select("author") for f in frames]).unique()
-    held = (
-        posts.filter(pl.col("subreddit").str.to_lowercase().is_in(kept))
-        .join(authors.lazy(), on="author", how="semi")
-        .select(POST_COLUMNS)
-    )
-    rows = held.select(pl.len()).collect(engine="streaming").item()
-    if rows > SORT_ROWS:
-        return [
-            write_demographic_posts(demographic_posts(posts, frame, kept_subreddits), path)
-            for frame, path in zip(frames, paths, strict=True)
-        ]
-    # one sort for every demographic: a join that keeps the left frame's order keeps it sorted
-    bucket = held.collect().sort("post_id")
-    counts = []
-    for frame, path in zip(frames, paths, strict=True):
-        part = bucket.join(frame, on="author", how="inner", maintain_order="left")
-        write_parquet(part, path)
-        counts.append(part.height)
-    return counts
 
 
 def kept_subreddits(path: str | Path) -> list[str]:
