@@ -301,7 +301,12 @@ def _run_outputs(results: Path, keys: list[str]) -> dict[str, object]:
         out[f"{key}/health"] = (results / "health" / f"groupness_{key}.json").read_bytes()
     for name in ("topics/topic_posts.parquet", "topics/topics.parquet"):
         out[name] = pl.read_parquet(results / name)
-    for name in ("topics/topic_counts.csv", "topics/topic_retrieval.csv"):
+    for name in (
+        "topics/topic_counts.csv",
+        "topics/topic_retrieval.csv",
+        "topics/seed_share.csv",
+        "health/topics.json",
+    ):
         out[name] = (results / name).read_bytes()
     export = results / "dataset" / "export"
     for name in ("quadruplets.parquet", "topic_posts.parquet"):
@@ -320,16 +325,33 @@ def test_snakemake_groupness_selfid_topics_and_export_with_four_buckets_equal_on
     session's default run; the P = 4 run goes on from a copy of it, so its synth and ingest
     shards are reused and everything from the buckets on re-runs), on to the topic splits and
     the exported dataset: the same users, D_d (its parts together, row for row), reports,
-    matches, curves, thresholds, topic posts and export."""
+    matches, curves, thresholds, topic splits (tables row for row, CSV and JSON byte for byte)
+    and export. The topic cut is one topic_shards job per posts bucket, each writing its own
+    shards (here at most a sixth of the posts each, so some bucket holds more than one), read
+    bucket by bucket, then in shard order."""
     work = tmp_path / "repo"
     shutil.copytree(default_run, work, symlinks=True)
     keys = [d.key for d in load_demographics(work / "config" / "demographics.sample.yaml")]
     for key in keys:  # the one-bucket D_d, which a P = 4 run must not write
         (work / "results" / "demographics" / key / "posts.parquet").unlink()
+    shards = work / "results" / "topics" / "shards"
+    plan = json.loads((shards / "posts" / "plan.json").read_text())
+    shard_posts = -(-plan["posts"] // 6)
     targets = [f"results/demographics/{key}/threshold.json" for key in keys]
     targets += ["results/dataset/export/README.md", "results/topics/topic_posts.parquet"]
-    proc = run_snakemake(work, *targets, "--config", "ingest={buckets: 4}", timeout=1500)
+    config = ["ingest={buckets: 4}", f"topics={{shard_posts: {shard_posts}}}"]
+    proc = run_snakemake(work, *targets, "--config", *config, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in (work / "logs" / "topic_shards").iterdir()) == [
+        f"{b}.log" for b in range(4)
+    ] + ["topic_shards.log"]  # the default run's, copied
+    plans = [json.loads((shards / "posts" / str(b) / "plan.json").read_text()) for b in range(4)]
+    assert sum(p["posts"] for p in plans) == plan["posts"]
+    assert all(s["posts"] <= shard_posts for p in plans for s in p["shards"])
+    assert sum(len(p["shards"]) for p in plans) > 4  # a bucket of more than one shard
+    for b, bucket_plan in enumerate(plans):
+        names = [s["shard"] for s in bucket_plan["shards"]]
+        assert sorted(p.stem for p in (shards / "hits" / str(b)).glob("*.parquet")) == names
     runs = {1: _run_outputs(default_run / "results", keys), 4: _run_outputs(work / "results", keys)}
     # one job per bucket for every demographic: its log, a users table and the bucket's
     # subreddit names per demographic

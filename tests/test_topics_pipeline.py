@@ -151,49 +151,6 @@ def test_topic_posts_identical_with_one_and_five_shards(pipeline_runs, default_r
     ).read_text()
 
 
-TOPIC_OUTPUTS = (
-    "topics/topics.parquet",
-    "topics/topic_posts.parquet",
-    "topics/topic_counts.csv",
-    "topics/topic_retrieval.csv",
-    "topics/seed_share.csv",
-    "health/topics.json",
-)
-
-
-def test_topic_outputs_with_four_buckets_equal_one(pipeline_runs, default_run, results):
-    """ingest.buckets = 4: the cut is one topic_shards job per posts bucket, each writing its
-    own shards (here at most a sixth of the posts each, so buckets hold one or more); the
-    shards are read bucket by bucket, then in shard order, and the topic outputs are the
-    one-bucket run's (the tables row for row, the CSV and JSON files byte for byte)."""
-    import json
-
-    plan = json.loads((results / "topics" / "shards" / "posts" / "plan.json").read_text())
-    shard_posts = -(-plan["posts"] // 6)
-    root = pipeline_runs.get(
-        {"ingest": {"buckets": 4}, "topics": {"shard_posts": shard_posts}},
-        targets=tuple(f"results/{name}" for name in TOPIC_OUTPUTS),
-        from_default=True,  # the synth and ingest shards are reused, the rest re-runs
-    )
-    assert sorted(p.name for p in (root / "logs" / "topic_shards").iterdir()) == [
-        f"{b}.log" for b in range(4)
-    ] + ["topic_shards.log"]  # the default run's, copied
-    shards = root / "results" / "topics" / "shards"
-    plans = [json.loads((shards / "posts" / str(b) / "plan.json").read_text()) for b in range(4)]
-    assert sum(p["posts"] for p in plans) == plan["posts"]
-    assert all(s["posts"] <= shard_posts for p in plans for s in p["shards"])
-    assert sum(len(p["shards"]) for p in plans) > 4  # a bucket of more than one shard
-    for b, bucket_plan in enumerate(plans):
-        names = [s["shard"] for s in bucket_plan["shards"]]
-        assert sorted(p.stem for p in (shards / "hits" / str(b)).glob("*.parquet")) == names
-    for name in TOPIC_OUTPUTS:
-        got, expected = root / "results" / name, results / name
-        if name.endswith(".parquet"):
-            assert pl.read_parquet(got).equals(pl.read_parquet(expected)), name
-        else:
-            assert got.read_bytes() == expected.read_bytes(), name
-
-
 def test_off_topic_topic_on_the_sample_corpus_is_named_and_left_out(default_run, results, tmp_path):
     """Issue 25: a topic whose multiword keywords share only common words with the corpus got
     posts as bags of words; now it retrieves none, is left out, and one run-health line names it."""
