@@ -148,3 +148,15 @@ BUCKET_GROUPS = {
     "groupness_posts": "demographic_part_jobs",  # with the self-ID search of the part it writes
     "selfid_bucket": "demographic_part_jobs",
 }
+
+
+def write_topics_yaml(path: Path, topics) -> Path:
+    """A topics file (the pipeline's YAML) listing ``topics`` (splits.config.definitions.Topic)."""
+    path.write_text(
+        "topics:\n"
+        + "".join(
+            f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n"
+            for t in topics
+        )
+    )
+    return path

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 import rank_bm25
+from helpers import write_topics_yaml
 from splits.config.definitions import Topic, load_topics
 from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
@@ -343,13 +344,7 @@ def test_cli_filters_by_threshold_and_writes_contract(tmp_path):
     thresholds = tmp_path / "thresholds.json"
     thresholds.write_text(json.dumps({"a": 50, "b": 50}))
     topics_file = tmp_path / "topics.yaml"
-    topics_file.write_text(
-        "topics:\n"
-        + "".join(
-            f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n"
-            for t in TOPICS
-        )
-    )
+    write_topics_yaml(topics_file, TOPICS)
     out = tmp_path / "out"
     argv = [
         "run",
@@ -622,13 +617,7 @@ def test_an_empty_bucket_writes_no_shard_and_all_buckets_empty_is_one_error(tmp_
     assert sorted(p.name for p in out.iterdir()) == ["plan.json"]
     assert json.loads((out / "plan.json").read_text()) == {"shards": [], "posts": 0}
     topics_file = tmp_path / "topics.yaml"
-    topics_file.write_text(
-        "topics:\n"
-        + "".join(
-            f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n"
-            for t in TOPICS
-        )
-    )
+    write_topics_yaml(topics_file, TOPICS)
     capsys.readouterr()
     stats = ["topic-splits", "global-stats", "--vocab", "--counts", "--topics-file",
              str(topics_file), "--out", str(tmp_path / "global_stats.json")]  # fmt: skip

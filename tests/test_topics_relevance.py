@@ -11,6 +11,7 @@ import re
 
 import polars as pl
 import pytest
+from helpers import write_topics_yaml
 from splits.config.definitions import Topic
 from splits.config.settings import schema_defaults
 from splits.health import read_findings
@@ -301,13 +302,7 @@ def test_cli_run_writes_tables_and_health(tmp_path, mode):
         paths.append(str(path))
     (tmp_path / "thresholds.json").write_text(json.dumps({"a": 50, "b": 50}))
     topics_file = tmp_path / "topics.yaml"
-    topics_file.write_text(
-        "topics:\n"
-        + "".join(
-            f"- {{category: {t.category}, topic: {t.topic}, keywords: {list(t.keywords)}}}\n"
-            for t in TOPICS
-        )
-    )
+    write_topics_yaml(topics_file, TOPICS)
     demographics_file = tmp_path / "demographics.yaml"
     demographics_file.write_text(
         "demographics:\n"
