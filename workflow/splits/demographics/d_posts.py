@@ -65,14 +65,16 @@ def write_demographic_parts(
         .join(authors.lazy(), on="author", how="semi")
         .select(POST_COLUMNS)
     )
-    rows = held.select(pl.len()).collect(engine="streaming").item()
-    if rows > SORT_ROWS:
+    # one read: at most SORT_ROWS + 1 rows, so that more than SORT_ROWS is seen without a count
+    bucket = held.head(SORT_ROWS + 1).collect()
+    if bucket.height > SORT_ROWS:
+        del bucket
         return [
             write_demographic_posts(demographic_posts(posts, frame, kept_subreddits), path)
             for frame, path in zip(frames, paths, strict=True)
         ]
     # one sort for every demographic: a join that keeps the left frame's order keeps it sorted
-    bucket = held.collect().sort("post_id")
+    bucket = bucket.sort("post_id")
     counts = []
     for frame, path in zip(frames, paths, strict=True):
         part = bucket.join(frame, on="author", how="inner", maintain_order="left")
