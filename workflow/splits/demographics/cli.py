@@ -411,7 +411,8 @@ def _run_search(args: argparse.Namespace) -> int:
     if settings.verifier == "llm":
         model, template = _verifier_model(args)
     with tempfile.TemporaryDirectory(prefix=".selfid-parts.") as folder:
-        verified_files, empty = [], []
+        verified_files: list[Path] = []
+        whole: list[pl.DataFrame] = []  # with --posts: the one part's verified matches
 
         def verified_parts() -> Iterator[pl.DataFrame]:
             for matches in parts:
@@ -419,9 +420,13 @@ def _run_search(args: argparse.Namespace) -> int:
                     matches, demographic, settings, model, template
                 )
                 tally.add(verified, undetected)
-                empty[:] = [verified.clear()]
-                verified_files.append(Path(folder) / f"{len(verified_files)}.parquet")
-                write_parquet(verified, verified_files[-1], row_group_size=MATCH_MERGE_GROUP_ROWS)
+                if args.posts:  # D_d searched whole: one part, in memory already, kept as it is
+                    whole.append(verified)
+                else:  # staged for the merge below, so that no part is held past its turn
+                    verified_files.append(Path(folder) / f"{len(verified_files)}.parquet")
+                    write_parquet(
+                        verified, verified_files[-1], row_group_size=MATCH_MERGE_GROUP_ROWS
+                    )
                 yield verified
 
         def per_user() -> Iterator[pl.DataFrame]:
@@ -447,15 +452,20 @@ def _run_search(args: argparse.Namespace) -> int:
         finally:
             if model is not None:
                 model.close()
-        # the parts' matches in (post id, offset) order: a post's matches are all in its
-        # author's part, in offset order, and the merge keeps a part's order of equal post ids
-        merged = iter_sorted_merge(
-            verified_files,
-            "post_id",
-            MATCH_MERGE_ROWS,
-            scratch=folder,
-            min_batch_rows=MATCH_MERGE_MIN_BATCH_ROWS,
-        )
+        if whole:  # the search's matches, in (post id, offset) order already
+            empty = whole[0].clear()
+            merged = [frame for frame in whole if frame.height]
+        else:
+            # the parts' matches in (post id, offset) order: a post's matches are all in its
+            # author's part, in offset order, and the merge keeps a part's order of equal post ids
+            empty = pl.DataFrame(schema=pl.read_parquet_schema(verified_files[0]))
+            merged = iter_sorted_merge(
+                verified_files,
+                "post_id",
+                MATCH_MERGE_ROWS,
+                scratch=folder,
+                min_batch_rows=MATCH_MERGE_MIN_BATCH_ROWS,
+            )
         for frame in merged:
             out_matches.write(frame, row_group_size=MATCH_MERGE_GROUP_ROWS)
     error = unsupported_error(demographic.key, threshold, args.demographics, OPT_IN_KEY)
@@ -465,7 +475,7 @@ def _run_search(args: argparse.Namespace) -> int:
             raise ConfigError(error)
         threshold["accepted_unsupported"] = True
         log.warning("%s (accepted: %s is true)", error.partition("; set a fixed")[0], OPT_IN_KEY)
-    out_matches.close(empty[0])
+    out_matches.close(empty)
     write_parquet(curve, args.out_curve)
     write_parquet(comparison, args.out_comparison)
     write_json(threshold, args.out_threshold)
