@@ -426,13 +426,10 @@ def selfid_from_matches(
     tally = MatchTally()
     tally.add(verified, undetected)
     counts = match_counts(verified)
-    per_user = (with_counts(batch, counts) for batch in _batches(users))
+    batches = [users] if isinstance(users, pl.DataFrame) else users
+    per_user = (with_counts(batch, counts) for batch in batches)
     curve, comparison, threshold = selfid_from_tally(per_user, tally, demographic, settings)
     return SearchResult(verified, curve, comparison, threshold)
-
-
-def _batches(users: pl.DataFrame | Iterable[pl.DataFrame]) -> Iterable[pl.DataFrame]:
-    return [users] if isinstance(users, pl.DataFrame) else users
 
 
 def selfid_from_tally(
