@@ -4,7 +4,8 @@ A post's bucket is a hash of its author's name modulo P: the 64-bit FNV-1a hash 
 UTF-8 bytes (offset basis 0xcbf29ce484222325, prime 0x100000001b3), passed through the
 SplitMix64 finalizer (so that its low bits, which the modulus keeps, depend on every byte). It
 is written here, not taken from a library, so that a bucket is the same in every process, run,
-machine and version of polars (whose own hash may change between releases). The graph's user
+machine and version of polars (whose own hash may change between releases); in numpy, not a
+compiled kernel, so that a job that buckets posts does not pay for loading a JIT compiler. The graph's user
 buckets use the same function: posts bucket b holds exactly the authors of graph bucket b.
 
 ``split_posts`` writes one ingest shard's posts as P files, each keeping the shard's row order,
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numba
 import numpy as np
 import polars as pl
 
@@ -31,42 +31,52 @@ _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 
 
-@numba.njit(nogil=True, cache=True)
-def _hash_strings(offsets, data, valid, out):
-    for i in range(out.shape[0]):
-        h = _FNV_OFFSET
-        if valid[i]:
-            for p in range(offsets[i], offsets[i + 1]):
-                h ^= np.uint64(data[p])
-                h *= _FNV_PRIME
-        # SplitMix64 finalizer
-        h ^= h >> np.uint64(30)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(27)
-        h *= np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
-        out[i] = h
+def _hash_names(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """The hash of each of the strings ``data[offsets[i]:offsets[i + 1]]``, vectorised over the
+    strings: FNV-1a runs byte position by byte position over the strings still that long (a
+    prefix of them once sorted by length, longest first), in numpy's wrapping uint64."""
+    lengths = np.diff(offsets)
+    order = np.argsort(-lengths, kind="stable")
+    starts, lengths = offsets[:-1][order], lengths[order]
+    h = np.full(len(order), _FNV_OFFSET, dtype=np.uint64)
+    longest = int(lengths[0]) if len(lengths) else 0
+    # names longer than j bytes: the first still[j] of the length-sorted order
+    still = np.searchsorted(-lengths, -np.arange(longest), side="left")
+    for j in range(longest):
+        head = h[: still[j]]
+        head ^= data[starts[: still[j]] + j]
+        head *= _FNV_PRIME
+    # SplitMix64 finalizer
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    out = np.empty_like(h)
+    out[order] = h
+    return out
 
 
 def author_hashes(authors: pl.Series) -> np.ndarray:
-    """The stable 64-bit hash (uint64) of each name; a null hashes as the empty name."""
-    arr = authors.cast(pl.String).rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())
-    n = len(arr)
-    out = np.empty(n, dtype=np.uint64)
-    if n == 0:
-        return out
-    validity, offsets_buf, data_buf = arr.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    """The stable 64-bit hash (uint64) of each name; a null hashes as the empty name. Each
+    distinct name is hashed once (a bucket of posts has several posts per author)."""
+    names = authors.cast(pl.String).fill_null("").rename("name")
+    if names.is_empty():
+        return np.empty(0, dtype=np.uint64)
+    distinct = names.unique()
+    arr = distinct.rechunk().to_arrow(compat_level=pl.CompatLevel.oldest())
+    _, offsets_buf, data_buf = arr.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     )
-    valid = (
-        np.ones(n, dtype=np.bool_)
-        if validity is None
-        else authors.is_not_null().to_numpy().astype(np.bool_)
+    table = pl.DataFrame({"name": distinct, "hash": _hash_names(offsets, data)})
+    return (
+        names.to_frame()
+        .join(table, on="name", how="left", maintain_order="left")
+        .get_column("hash")
+        .to_numpy()
     )
-    _hash_strings(offsets, data, valid, out)
-    return out
 
 
 def author_buckets(authors: pl.Series, buckets: int) -> np.ndarray:
