@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -18,7 +19,7 @@ from helpers import dry_run_job_counts
 from splits.config.settings import schema_defaults
 from splits.errors import ConfigError, InputError
 from splits.ingest.merge import merge, merge_bucket, reduce_reports
-from splits.ingest.partition import author_buckets, author_hashes, bucket_of, split_posts
+from splits.ingest.partition import BucketWriter, author_buckets, author_hashes, bucket_of
 from splits.ingest.read import ingest_shard
 from splits.ingest.settings import IngestSettings
 from test_synth import _generate
@@ -104,8 +105,9 @@ def planted_corpus(root: Path) -> tuple[list[Path], dict]:
     return [first, *corpus], planted
 
 
-def planted_shards(root: Path) -> tuple[list[str], list[str], dict]:
-    """The planted corpus ingested shard by shard: posts and reports, in input order."""
+def planted_shards(root: Path) -> tuple[list[str], list[str], dict, list[Path]]:
+    """The planted corpus ingested shard by shard: posts and reports, in input order; what was
+    planted; the input files."""
     inputs, planted = planted_corpus(root)
     posts, reports = [], []
     for k, path in enumerate(inputs):
@@ -113,17 +115,36 @@ def planted_shards(root: Path) -> tuple[list[str], list[str], dict]:
         ingest_shard(path, out, out.with_suffix(".json"), INGEST, shard=f"s{k}")
         posts.append(str(out))
         reports.append(str(out.with_suffix(".json")))
-    return posts, reports, planted
+    return posts, reports, planted, inputs
 
 
-def bucketed_merge(posts: list[str], reports: list[str], buckets: int, work: Path) -> dict:
-    """The jobs of ingest.buckets = P as the rules chain them: split each shard, merge each
-    bucket (its file of every shard, in shard order), reduce the reports."""
-    for k, path in enumerate(posts):
-        split_posts(path, buckets, work / "split" / str(k))
+def split_file(posts: str | Path, buckets: int, out_dir: Path) -> list[int]:
+    """A posts file written as bucket files by BucketWriter (what rule ingest does with the
+    posts it cleans), for a shard made by hand."""
+    writer = BucketWriter(out_dir, buckets, pl.read_parquet_schema(posts))
+    writer.add(pl.read_parquet(posts))
+    return writer.close()
+
+
+def ingest_buckets(inputs: list[Path], buckets: int, work: Path) -> tuple[list[Path], list[str]]:
+    """Each input ingested as rule ingest does with ingest.buckets = P: its bucket files
+    (a folder per shard) and its report."""
+    folders, reports = [], []
+    for k, path in enumerate(inputs):
+        folder = work / "split" / str(k)
+        report = work / "split" / f"{k}.json"
+        ingest_shard(path, folder, report, INGEST, shard=f"s{k}", buckets=buckets)
+        folders.append(folder)
+        reports.append(str(report))
+    return folders, reports
+
+
+def bucketed_merge(folders: list[Path], reports: list[str], buckets: int, work: Path) -> dict:
+    """The jobs after ingest with ingest.buckets = P as the rules chain them: merge each bucket
+    (its file of every shard, in shard order), reduce the reports."""
     bucket_reports = []
     for b in range(buckets):
-        parts = [str(work / "split" / str(k) / f"{b}.parquet") for k in range(len(posts))]
+        parts = [str(folder / f"{b}.parquet") for folder in folders]
         merge_bucket(parts, work / "buckets" / f"{b}.parquet", work / "buckets" / f"{b}.json")
         bucket_reports.append(str(work / "buckets" / f"{b}.json"))
     return reduce_reports(reports, bucket_reports, work / "ingest_report.json")
@@ -132,19 +153,36 @@ def bucketed_merge(posts: list[str], reports: list[str], buckets: int, work: Pat
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
     root = tmp_path_factory.mktemp("partitions")
-    posts, reports, planted = planted_shards(root)
+    posts, reports, planted, inputs = planted_shards(root)
     report = merge(posts, reports, root / "posts.parquet", root / "ingest_report.json")
-    return root, posts, reports, planted, report
+    return root, posts, reports, planted, report, inputs
 
 
 @pytest.mark.parametrize("buckets", [1, 3, 4])
 def test_bucket_merge_equals_the_single_merge(single, tmp_path, buckets):
-    root, posts, reports, planted, one = single
+    root, posts, reports, planted, one, inputs = single
     # the planted corpus exercises what the merge decides
     assert one["merge"]["cross_shard_duplicates"] > 100
     assert one["dropped"]["deleted_author"] >= planted["deleted"] > 5
     assert len(one["merge"]["bots"]) >= 2 and one["merge"]["bot_posts"] > 10
-    many = bucketed_merge(posts, reports, buckets, tmp_path)
+    if buckets == 1:  # the one-table shards, each as one bucket file
+        folders = [tmp_path / "split" / str(k) for k in range(len(posts))]
+        for path, folder in zip(posts, folders, strict=True):
+            split_file(path, 1, folder)
+        shard_reports = reports
+    else:  # each input ingested straight into its bucket files, as rule ingest does
+        folders, shard_reports = ingest_buckets(inputs, buckets, tmp_path)
+        # the same counts as the one-table ingest, the repeat within a shard dropped once
+        for mine, theirs in zip(shard_reports, reports, strict=True):
+            assert json.loads(Path(mine).read_text()) == json.loads(Path(theirs).read_text())
+        assert json.loads(Path(shard_reports[0]).read_text())["dropped"]["duplicate_id"] == 1
+        for folder, path in zip(folders, posts, strict=True):
+            shard = pl.read_parquet(path)
+            which = author_buckets(shard["author"], buckets)
+            for b in range(buckets):
+                part = pl.read_parquet(folder / f"{b}.parquet")
+                assert part.equals(shard.filter(pl.Series(which == b))), (folder, b)
+    many = bucketed_merge(folders, shard_reports, buckets, tmp_path)
     assert many.pop("buckets") == [
         pl.read_parquet(tmp_path / "buckets" / f"{b}.parquet").height for b in range(buckets)
     ]
@@ -168,29 +206,33 @@ def test_bucket_merge_equals_the_single_merge(single, tmp_path, buckets):
     assert kept["text"].str.ends_with("(an earlier copy)").all()
 
 
-def test_split_keeps_order_and_writes_empty_buckets(tmp_path):
+def test_bucket_writer_keeps_order_and_writes_empty_buckets(tmp_path):
     frame = pl.DataFrame(
         {"post_id": [str(i) for i in range(20)], "author": ["a", "b"] * 10, "x": range(20)}
     )
-    path = tmp_path / "shard.parquet"
-    frame.write_parquet(path)
-    rows = split_posts(path, 6, tmp_path / "out")
+    writer = BucketWriter(tmp_path / "out", 6, frame.schema)
+    writer.add(frame.head(7))
+    writer.add(frame.tail(13))
+    rows = writer.close()
     assert sum(rows) == 20 and rows.count(0) == 4  # two authors: four empty buckets
     for b in range(6):
         part = pl.read_parquet(tmp_path / "out" / f"{b}.parquet")
         assert part.schema == frame.schema
         assert part["x"].to_list() == sorted(part["x"].to_list())
-    with pytest.raises(ConfigError, match="author"):
-        pl.DataFrame({"post_id": ["1"]}).write_parquet(tmp_path / "bad.parquet")
-        split_posts(tmp_path / "bad.parquet", 2, tmp_path / "bad")
+    # each row's place in the stream, from its bucket and its row there
+    which = author_buckets(frame["author"], 6)
+    for b in set(which.tolist()):
+        local = np.arange(int((which == b).sum()))
+        assert writer.stream_rows(b, local).tolist() == np.flatnonzero(which == b).tolist()
+    with pytest.raises(ConfigError, match="ingest.buckets"):
+        BucketWriter(tmp_path / "bad", 0, frame.schema)
 
 
-def test_split_in_many_batches_equals_a_filter(tmp_path, monkeypatch):
-    """Small batches and row groups (the shard read and the buckets written piece by piece):
-    each bucket file is the shard filtered to its authors, in the shard's order."""
+def test_bucket_writer_in_many_pieces_equals_a_filter(tmp_path, monkeypatch):
+    """Small pieces and row groups (the posts come and the buckets are written piece by
+    piece): each bucket file is the stream filtered to its authors, in the stream's order."""
     from splits.ingest import partition
 
-    monkeypatch.setattr(partition, "SPLIT_BATCH_ROWS", 700)
     monkeypatch.setattr(partition, "SPLIT_HELD_ROWS", 2_000)
     monkeypatch.setattr(partition, "SPLIT_MIN_GROUP_ROWS", 100)
     n = 12_345
@@ -198,9 +240,10 @@ def test_split_in_many_batches_equals_a_filter(tmp_path, monkeypatch):
         {"post_id": [f"p{i}" for i in range(n)], "author": [f"a{(i * 7919) % 997}" for i in range(n)],
          "text": [f"text {i}" for i in range(n)]}
     )  # fmt: skip
-    path = tmp_path / "shard.parquet"
-    frame.write_parquet(path, row_group_size=1_000)
-    rows = split_posts(path, 5, tmp_path / "out")
+    writer = BucketWriter(tmp_path / "out", 5, frame.schema)
+    for start in range(0, n, 700):
+        writer.add(frame.slice(start, 700))
+    rows = writer.close()
     which = author_buckets(frame["author"], 5)
     for b in range(5):
         part_path = tmp_path / "out" / f"{b}.parquet"
@@ -208,6 +251,30 @@ def test_split_in_many_batches_equals_a_filter(tmp_path, monkeypatch):
         groups = pq.ParquetFile(part_path).metadata.num_row_groups
         assert 1 < groups <= -(-rows[b] // 100), (b, groups)
     assert sum(rows) == n
+
+
+def test_a_repeat_under_another_author_is_dropped_as_in_one_table(tmp_path):
+    """Within one input, a post id's later copy under another author (another bucket) is
+    dropped by the bucketed ingest as by the one-table ingest: the first copy in input order is
+    kept, whichever bucket it is in, and the counts are the same."""
+    names = [f"user{i}" for i in range(50)]
+    which = author_buckets(pl.Series(names), 2).tolist()
+    first, second = names[which.index(1)], names[which.index(0)]  # bucket 1, then bucket 0
+    record = {"link_id": "t3_c", "created_utc": 1, "subreddit": "s", "parent_id": "t3_c"}
+    lines = [
+        {**record, "id": "x1", "author": first, "body": "the first copy"},
+        {**record, "id": "x2", "author": second, "body": "another post"},
+        {**record, "id": "x1", "author": second, "body": "the later copy"},
+        {**record, "id": "x2", "author": second, "body": "its repeat"},
+    ]
+    path = tmp_path / "RC_test.ndjson"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    one = ingest_shard(path, tmp_path / "one.parquet", tmp_path / "one.json", INGEST)
+    two = ingest_shard(path, tmp_path / "two", tmp_path / "two.json", INGEST, buckets=2)
+    assert one == two and one["dropped"]["duplicate_id"] == 2 and one["posts"] == 2
+    kept = pl.read_parquet([tmp_path / "two" / "0.parquet", tmp_path / "two" / "1.parquet"])
+    assert sorted(kept["text"].to_list()) == ["another post", "the first copy"]
+    assert kept.sort("post_id").equals(pl.read_parquet(tmp_path / "one.parquet").sort("post_id"))
 
 
 def test_a_post_id_under_two_authors_is_kept_once_per_bucket(tmp_path):
@@ -234,14 +301,15 @@ def test_a_post_id_under_two_authors_is_kept_once_per_bucket(tmp_path):
     report = {"shard": "s", "records": 4, "dropped": {}}
     (tmp_path / "s.json").write_text(json.dumps(report))
     one = merge([str(shard)], [str(tmp_path / "s.json")], tmp_path / "one.parquet", tmp_path / "r")
-    two = bucketed_merge([str(shard)], [str(tmp_path / "s.json")], 2, tmp_path / "two")
+    split_file(shard, 2, tmp_path / "split")
+    two = bucketed_merge([tmp_path / "split"], [str(tmp_path / "s.json")], 2, tmp_path / "two")
     assert one["posts"] == 2 and two["posts"] == 3  # p1 twice: once per author's bucket
     assert two["dropped"]["duplicate_id"] == 1  # p2's copy, same author, same bucket
 
 
 def test_reduce_checks_its_inputs(single, tmp_path):
-    root, posts, reports, _, _ = single
-    bucketed_merge(posts, reports, 2, tmp_path)
+    root, posts, reports, _, _, inputs = single
+    bucketed_merge(*ingest_buckets(inputs, 2, tmp_path), 2, tmp_path)
     bucket_reports = [str(tmp_path / "buckets" / f"{b}.json") for b in range(2)]
     with pytest.raises(ConfigError, match="judged in two buckets"):
         reduce_reports(reports, [bucket_reports[0]] * 2, tmp_path / "r.json")
@@ -267,7 +335,7 @@ def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = dry_run_job_counts(proc.stdout)
-    assert counts["ingest"] == counts["split_posts"] == 2
+    assert counts["ingest"] == 2 and "split_posts" not in counts  # ingest writes the buckets
     assert (counts["merge_bucket"], counts["ingest_report"], counts["graph_bucket"]) == (4, 1, 4)
     assert "merge_posts" not in counts and "results/posts/posts.parquet" not in proc.stdout
     buckets = " ".join(f"results/posts/buckets/{b}.parquet" for b in range(4))
@@ -408,18 +476,24 @@ def test_the_old_spelling_names_the_new_one():
 
 
 def test_cli_steps_and_their_one_line_errors(single, tmp_path):
-    """The three subcommands the rules run, chained over 2 buckets: the report the single
+    """The three subcommands the rules run (ingest into bucket files, merge-bucket,
+    ingest-report), chained over 2 buckets: the report the single
     merge writes (plus the buckets' posts); bad arguments stop with one line."""
-    root, posts, reports, _, _ = single
+    root, posts, reports, _, _, inputs = single
     cli = [sys.executable, "-m", "splits.cli"]
 
     def run(*args):
         return subprocess.run([*cli, *args], capture_output=True, text=True, timeout=300)
 
-    for k, path in enumerate(posts):
-        done = run("split-posts", "--posts", path, "--out-dir", str(tmp_path / "split" / str(k)),
-                   "--settings", '{"buckets": 2}')  # fmt: skip
+    settings = json.dumps({"buckets": 2, "chunk_mb": INGEST.chunk_mb})
+    for k, path in enumerate(inputs):
+        done = run("ingest", "--input", str(path), "--shard", f"s{k}", "--out-dir",
+                   str(tmp_path / "split" / str(k)), "--report", str(tmp_path / f"s{k}.json"),
+                   "--settings", settings)  # fmt: skip
         assert done.returncode == 0, done.stderr
+        assert json.loads((tmp_path / f"s{k}.json").read_text()) == json.loads(
+            Path(reports[k]).read_text()
+        )
     for b in range(2):
         parts = [str(tmp_path / "split" / str(k) / f"{b}.parquet") for k in range(len(posts))]
         done = run("merge-bucket", "--posts", *parts, "--out", str(tmp_path / f"{b}.parquet"),
@@ -433,10 +507,12 @@ def test_cli_steps_and_their_one_line_errors(single, tmp_path):
     assert len(report.pop("buckets")) == 2
     assert report == json.loads((root / "ingest_report.json").read_text())
     bad = [
-        ("split-posts", "--posts", posts[0], "--out-dir", str(tmp_path / "x"),
-         "--settings", '{"buckets": 0}'),
-        ("split-posts", "--posts", str(tmp_path / "nope.parquet"), "--out-dir",
-         str(tmp_path / "x"), "--settings", '{"buckets": 2}'),
+        ("ingest", "--input", str(inputs[0]), "--out-dir", str(tmp_path / "x"), "--report",
+         str(tmp_path / "x.json"), "--settings", '{"buckets": 0, "chunk_mb": 16}'),
+        ("ingest", "--input", str(tmp_path / "nope.ndjson"), "--out-dir", str(tmp_path / "x"),
+         "--report", str(tmp_path / "x.json"), "--settings", settings),
+        ("ingest", "--input", str(inputs[0]), "--out-dir", str(tmp_path / "x"), "--report",
+         str(tmp_path / "x.json"), "--settings", '{"chunk_mb": 16}'),
         ("merge-bucket", "--posts", str(tmp_path / "nope.parquet"), "--out",
          str(tmp_path / "y.parquet"), "--report", str(tmp_path / "y.json")),
         ("ingest-report", "--shard-reports", *reports, "--bucket-reports",
@@ -455,8 +531,8 @@ def test_threads_read_from_the_bucket_files_equal_the_one_table(single, tmp_path
     post -> thread map as from the one table."""
     from splits.hypotheses.baseline import read_threads
 
-    root, posts, reports, _, _ = single
-    bucketed_merge(posts, reports, 3, tmp_path)
+    root, posts, reports, _, _, inputs = single
+    bucketed_merge(*ingest_buckets(inputs, 3, tmp_path), 3, tmp_path)
     whole = root / "posts.parquet"
     ids = pl.read_parquet(whole)["post_id"].gather_every(7)
     one = read_threads(str(whole), ids)

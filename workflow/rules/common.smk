@@ -41,7 +41,7 @@ from splits.hypotheses.settings import (
     TheoriesSettings,
     TrivialitySettings,
 )
-from splits.ingest.settings import IngestSettings, PostsBucketSettings, SynthSettings
+from splits.ingest.settings import IngestBucketsSettings, IngestSettings, SynthSettings
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
 from splits.pipeline.start import stop_on_config_error
 from splits.privacy import salt_fingerprint_for_jobs
@@ -164,8 +164,8 @@ def posts_bucket_files(ext):
     return [f"{RESULTS}/posts/buckets/{b}.{ext}" for b in range(POSTS_BUCKETS)]
 
 
-def split_posts_outputs():
-    """The bucket files of one shard ({shard} wildcard), as rule split_posts writes them."""
+def ingest_bucket_outputs():
+    """The bucket files of one shard ({shard} wildcard), as rule ingest writes them."""
     return [
         f"{RESULTS}/posts/shards/{{shard}}/{b}.parquet" for b in range(POSTS_BUCKETS)
     ]

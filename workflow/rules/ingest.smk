@@ -1,7 +1,8 @@
 # Rules of the ingest stage family: the sample corpus generator, one ingest job per input shard,
 # and the merge of the shards into the posts table with the ingest report: one job
-# (merge_posts, ingest.buckets = 1), or with P buckets by author one split_posts job per shard,
-# one merge_bucket job per bucket and the report's reduce (ingest_report; splits.ingest.partition).
+# (merge_posts, ingest.buckets = 1), or with P buckets by author (each ingest job writing its
+# shard as P files) one merge_bucket job per bucket and the report's reduce (ingest_report;
+# splits.ingest.partition).
 
 
 rule synth:
@@ -38,31 +39,30 @@ rule synth:
         " --settings {params.settings:q} > {log:q} 2>&1"
 
 
-rule ingest:
-    input:
-        corpus=ingest_input,
-        bots=config["ingest"]["bots_file"],
-    output:
-        posts=f"{RESULTS}/posts/shards/{{shard}}.parquet",
-        report=f"{RESULTS}/posts/shards/{{shard}}.report.json",
-    log:
-        "logs/ingest/{shard}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/ingest/{{shard}}.tsv"
-    conda:
-        "../../envs/ingest.yaml"
-    threads: 1
-    resources:
-        mem_mb=lambda wildcards: 512 + 8 * config["ingest"]["chunk_mb"],
-    params:
-        settings=settings_json(config, IngestSettings),
-    shell:
-        "splits ingest --input {input.corpus:q} --shard {wildcards.shard:q}"
-        " --bots {input.bots:q} --out {output.posts:q} --report {output.report:q}"
-        " --settings {params.settings:q} > {log:q} 2>&1"
-
-
 if POSTS_BUCKETS == 1:
+
+    rule ingest:
+        input:
+            corpus=ingest_input,
+            bots=config["ingest"]["bots_file"],
+        output:
+            posts=f"{RESULTS}/posts/shards/{{shard}}.parquet",
+            report=f"{RESULTS}/posts/shards/{{shard}}.report.json",
+        log:
+            "logs/ingest/{shard}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/ingest/{{shard}}.tsv"
+        conda:
+            "../../envs/ingest.yaml"
+        threads: 1
+        resources:
+            mem_mb=lambda wildcards: 512 + 8 * config["ingest"]["chunk_mb"],
+        params:
+            settings=settings_json(config, IngestSettings),
+        shell:
+            "splits ingest --input {input.corpus:q} --shard {wildcards.shard:q}"
+            " --bots {input.bots:q} --out {output.posts:q} --report {output.report:q}"
+            " --settings {params.settings:q} > {log:q} 2>&1"
 
     rule merge_posts:
         input:
@@ -86,25 +86,30 @@ if POSTS_BUCKETS == 1:
 
 else:
 
-    rule split_posts:
+    # each input file written as its P bucket files by author (the one-table rule's command
+    # and settings above stay as they were, so that a run with one table re-runs nothing)
+    rule ingest:
         input:
-            posts=f"{RESULTS}/posts/shards/{{shard}}.parquet",
+            corpus=ingest_input,
+            bots=config["ingest"]["bots_file"],
         output:
-            buckets=temp(split_posts_outputs()),
+            buckets=temp(ingest_bucket_outputs()),
+            report=f"{RESULTS}/posts/shards/{{shard}}.report.json",
         log:
-            "logs/split_posts/{shard}.log",
+            "logs/ingest/{shard}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/split_posts/{{shard}}.tsv"
+            f"{RESULTS}/benchmarks/ingest/{{shard}}.tsv"
         conda:
             "../../envs/ingest.yaml"
         threads: 1
         resources:
-            mem_mb=2048,
+            mem_mb=lambda wildcards: 512 + 8 * config["ingest"]["chunk_mb"],
         params:
-            settings=settings_json(config, PostsBucketSettings),
+            settings=settings_json(config, IngestBucketsSettings),
             out_dir=lambda wildcards, output: Path(output.buckets[0]).parent,
         shell:
-            "splits split-posts --posts {input.posts:q} --out-dir {params.out_dir:q}"
+            "splits ingest --input {input.corpus:q} --shard {wildcards.shard:q}"
+            " --bots {input.bots:q} --out-dir {params.out_dir:q} --report {output.report:q}"
             " --settings {params.settings:q} > {log:q} 2>&1"
 
     rule merge_bucket:

@@ -38,10 +38,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "splits.ingest.cli.merge_posts",
         "merge ingested shards: cross-shard duplicates and the ingest report",
     ),
-    "split-posts": (
-        "splits.ingest.cli.buckets",
-        "one ingest shard's posts as P bucket files by author (ingest.buckets > 1)",
-    ),
     "merge-bucket": (
         "splits.ingest.cli.buckets",
         "one posts bucket from every shard's file of it: duplicates, bots, its report",

@@ -123,10 +123,12 @@ def write_parquet(
 class ParquetAppender:
     """A zstd Parquet file written piece by piece (each ``write`` adds row groups), so a job
     never holds the whole table; atomic like ``write_parquet`` (temp file renamed by ``close``).
-    Every piece must have the first piece's schema."""
+    Every piece must have the first piece's schema. ``compression_level``: as in
+    ``write_parquet``."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, compression_level: int | None = None):
         self.path = Path(path)
+        self.compression_level = compression_level
         self._tmp = temporary_beside(self.path)
         self._writer = None
         self.rows = 0
@@ -138,7 +140,10 @@ class ParquetAppender:
         try:
             if self._writer is None:
                 self._writer = pq.ParquetWriter(
-                    self._tmp, table.schema, compression=PARQUET_COMPRESSION
+                    self._tmp,
+                    table.schema,
+                    compression=PARQUET_COMPRESSION,
+                    compression_level=self.compression_level,
                 )
             self._writer.write_table(table, row_group_size=row_group_size)
         except Exception as err:  # a full disk: the temporary goes, the error names the output

@@ -8,22 +8,23 @@ machine and version of polars (whose own hash may change between releases); in n
 compiled kernel, so that a job that buckets posts does not pay for loading a JIT compiler. The graph's user
 buckets use the same function: posts bucket b holds exactly the authors of graph bucket b.
 
-``split_posts`` writes one ingest shard's posts as P files, each keeping the shard's row order,
-so that the bucket merges (splits.ingest.merge.merge_bucket) see every post in the order the
-single merge sees it.
+``BucketWriter`` writes one ingest shard's posts as P files as the ingest cleans them, each
+keeping the shard's row order, so that the bucket merges (splits.ingest.merge.merge_bucket) see
+every post in the order the single merge sees it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from splits.errors import ConfigError
-from splits.io import ParquetAppender
+from splits.ingest.titles import HASH_SEED
+from splits.io import ParquetAppender, write_parquet
 
-SPLIT_BATCH_ROWS = 50_000  # posts read at once while splitting a shard
 SPLIT_HELD_ROWS = 200_000  # posts held for the buckets' next row groups, all buckets together
 SPLIT_MIN_GROUP_ROWS = 10_000  # the smallest row group written before a bucket's last one
 
@@ -104,51 +105,103 @@ def bucket_paths(out_dir: str | Path, buckets: int) -> list[Path]:
     return [Path(out_dir) / f"{b}.parquet" for b in range(buckets)]
 
 
-def split_posts(posts: str | Path, buckets: int, out_dir: str | Path) -> list[int]:
-    """Write one shard's posts as ``out_dir``/{b}.parquet for b in 0..buckets-1 (every file
-    written, empty ones with the shard's schema), each in the shard's row order; returns the
-    rows of each bucket. Memory: one batch of ``SPLIT_BATCH_ROWS`` posts and about
-    ``SPLIT_HELD_ROWS`` (at least ``SPLIT_MIN_GROUP_ROWS`` a bucket) held for the row groups
-    of the buckets, whatever the shard's size (read through pyarrow's batch reader without
-    pre-buffering: polars' batches of a lazy scan, and pyarrow's pre-buffered reader, held
-    memory that grew with the shard's size)."""
-    import pyarrow.parquet as pq
+class BucketWriter:
+    """Posts written as ``out_dir``/{b}.parquet for b in 0..buckets-1 as they come (rule
+    ``ingest`` with ``ingest.buckets`` > 1), each bucket's rows in arrival order. ``close``
+    writes every file, empty ones with ``schema``. Memory: about ``SPLIT_HELD_ROWS`` rows (at
+    least ``SPLIT_MIN_GROUP_ROWS`` a bucket) held for the buckets' next row groups, and the
+    bucket of every row written (``row_buckets``: 1-4 bytes a row, so that a row's place in
+    the whole stream is known again; see ``drop_bucket_duplicates``)."""
 
-    check_buckets(buckets)
-    schema = pl.scan_parquet(str(posts)).collect_schema()
-    if "author" not in schema.names():
-        raise ConfigError(f"{posts}: the posts table lacks the column author")
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    writers = [ParquetAppender(p) for p in bucket_paths(out_dir, buckets)]
-    # each bucket's rows are held until there are enough for a row group of useful size, while
-    # all buckets together hold about SPLIT_HELD_ROWS at most
-    flush_rows = max(SPLIT_MIN_GROUP_ROWS, SPLIT_HELD_ROWS // buckets)
-    pending: list[list[pl.DataFrame]] = [[] for _ in range(buckets)]
-    held = [0] * buckets
-    try:
-        # pre-buffering keeps what was read of the file: memory would grow with the shard
-        with pq.ParquetFile(str(posts), pre_buffer=False, buffer_size=1 << 20) as reader:
-            for record_batch in reader.iter_batches(batch_size=SPLIT_BATCH_ROWS):
-                batch = pl.from_arrow(record_batch)
-                which = author_buckets(batch["author"], buckets)
-                # a stable sort keeps each bucket's rows in the shard's order
-                order = np.argsort(which, kind="stable")
-                bounds = np.searchsorted(which[order], np.arange(buckets + 1))
-                for b in range(buckets):
-                    if bounds[b + 1] > bounds[b]:
-                        pending[b].append(batch[order[bounds[b] : bounds[b + 1]]])
-                        held[b] += int(bounds[b + 1] - bounds[b])
-                        if held[b] >= flush_rows:
-                            writers[b].write(pl.concat(pending[b]))
-                            pending[b], held[b] = [], 0
-        for b in range(buckets):
-            if pending[b]:
-                writers[b].write(pl.concat(pending[b]))
-    except BaseException:
-        for writer in writers:
+    def __init__(
+        self,
+        out_dir: str | Path,
+        buckets: int,
+        schema: dict,
+        compression_level: int | None = None,
+    ):
+        check_buckets(buckets)
+        self.buckets = buckets
+        self.schema = schema
+        self.paths = bucket_paths(out_dir, buckets)
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        self.writers = [ParquetAppender(p, compression_level) for p in self.paths]
+        # each bucket's rows are held until there are enough for a row group of useful size,
+        # while all buckets together hold about SPLIT_HELD_ROWS at most
+        self.flush_rows = max(SPLIT_MIN_GROUP_ROWS, SPLIT_HELD_ROWS // buckets)
+        self.pending: list[list[pl.DataFrame]] = [[] for _ in range(buckets)]
+        self.held = [0] * buckets
+        self.bucket_dtype = np.min_scalar_type(buckets - 1)
+        self.row_buckets: list[np.ndarray] = []
+
+    def add(self, frame: pl.DataFrame) -> None:
+        which = author_buckets(frame["author"], self.buckets)
+        self.row_buckets.append(which.astype(self.bucket_dtype))
+        # a stable sort keeps each bucket's rows in arrival order
+        order = np.argsort(which, kind="stable")
+        bounds = np.searchsorted(which[order], np.arange(self.buckets + 1))
+        for b in range(self.buckets):
+            if bounds[b + 1] > bounds[b]:
+                self.pending[b].append(frame[order[bounds[b] : bounds[b + 1]]])
+                self.held[b] += int(bounds[b + 1] - bounds[b])
+                if self.held[b] >= self.flush_rows:
+                    self._flush(b)
+
+    def _flush(self, b: int) -> None:
+        self.writers[b].write(pl.concat(self.pending[b]))
+        self.pending[b], self.held[b] = [], 0
+
+    def close(self) -> list[int]:
+        """Finish every bucket file; returns the rows of each."""
+        for b in range(self.buckets):
+            if self.pending[b]:
+                self._flush(b)
+        empty = pl.DataFrame(schema=self.schema)
+        for writer in self.writers:
+            writer.close(empty)
+        return [writer.rows for writer in self.writers]
+
+    def discard(self) -> None:
+        for writer in self.writers:
             writer.discard()
-        raise
-    empty = pl.DataFrame(schema=schema)
-    for writer in writers:
-        writer.close(empty)
-    return [writer.rows for writer in writers]
+
+    def stream_rows(self, bucket: int, local_rows: np.ndarray) -> np.ndarray:
+        """The places in the whole stream (0-based) of rows ``local_rows`` of bucket ``bucket``."""
+        if len(self.row_buckets) != 1:  # joined once, at the first call
+            self.row_buckets = [np.concatenate([np.zeros(0, self.bucket_dtype), *self.row_buckets])]
+        return np.flatnonzero(self.row_buckets[0] == bucket)[local_rows]
+
+
+def drop_bucket_duplicates(writer: BucketWriter, dup_hashes: pl.Series, work: Path) -> int:
+    """Keep the first row of every post id in the order the posts came (as one file's
+    ``drop_duplicate_ids`` would), over the closed bucket files of ``writer``: the candidate
+    rows (ids whose hash is in ``dup_hashes``) of every bucket, placed in the stream by
+    ``writer.stream_rows``; a bucket that loses rows is rewritten (staged in ``work``). Returns
+    the number of rows dropped."""
+    hashed = pl.col("post_id").hash(seed=HASH_SEED)
+    found = []
+    for b, path in enumerate(writer.paths):
+        local = (
+            pl.scan_parquet(path, row_index_name="_row")
+            .filter(hashed.is_in(dup_hashes.implode()))
+            .select("_row", "post_id")
+            .collect()
+        )
+        if local.height:
+            stream = writer.stream_rows(b, local["_row"].to_numpy())
+            found.append(local.with_columns(_stream=pl.Series(stream), _bucket=pl.lit(b)))
+    if not found:
+        return 0
+    candidates = pl.concat(found)
+    drop = candidates.filter(pl.col("_stream") != pl.col("_stream").min().over("post_id"))
+    for (b,), rows in drop.group_by("_bucket"):
+        staged = work / f"bucket-{b}.parquet"
+        os.replace(writer.paths[b], staged)
+        kept = (
+            pl.scan_parquet(staged, row_index_name="_row")
+            .filter(~pl.col("_row").is_in(rows["_row"].implode()))
+            .drop("_row")
+        )
+        write_parquet(kept, writer.paths[b], compression_level=1)
+        staged.unlink()
+    return drop.height

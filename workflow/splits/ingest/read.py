@@ -79,7 +79,8 @@ from splits.ingest.clean import (
     drop_duplicate_ids,
 )
 from splits.ingest.parse import parse_chunk
-from splits.ingest.settings import IngestSettings
+from splits.ingest.partition import BucketWriter, drop_bucket_duplicates
+from splits.ingest.settings import IngestBucketsSettings, IngestSettings
 from splits.ingest.sources import _Source
 from splits.ingest.titles import TitleIndex, read_titles
 from splits.io import remove_stale_temporaries, write_json, write_parquet
@@ -136,13 +137,17 @@ def ingest_shard(
     path: str | Path,
     out: str | Path,
     report_path: str | Path,
-    settings: IngestSettings,
+    settings: IngestSettings | IngestBucketsSettings,
     shard: str | None = None,
     bots: set[str] | None = None,
+    buckets: int = 1,
 ) -> dict:
     """Ingest one input into ``out`` (posts Parquet) and ``report_path`` (JSON); return the
     report. One pass over the input: chunks are parsed, cleaned and streamed into the Parquet
-    file; a second pass over the output happens only when duplicate ids were found."""
+    file; a second pass over the output happens only when duplicate ids were found. With
+    ``buckets`` > 1 (``ingest.buckets``) ``out`` is a folder that receives the shard's posts as
+    ``buckets`` files by author (``splits.ingest.partition``: 0.parquet, 1.parquet, ...), the
+    same rows and order as the one file split by author, and the same report."""
     started = time.perf_counter()
     source = _Source(path)
     bots = set(DEFAULT_BOTS) if bots is None else bots
@@ -220,10 +225,24 @@ def ingest_shard(
                         yield posts
                 cleaner.result()  # titles errors surface even for an empty utterances file
 
-        write_parquet(stream_frames(posts_chunks, POSTS_SCHEMA), out, compression_level=1)
+        if buckets > 1:
+            writer = BucketWriter(out, buckets, POSTS_SCHEMA, compression_level=1)
+            try:
+                for posts in posts_chunks():
+                    writer.add(posts)
+                writer.close()
+            except BaseException:
+                writer.discard()
+                raise
+        else:
+            write_parquet(stream_frames(posts_chunks, POSTS_SCHEMA), out, compression_level=1)
         t_chunks = time.perf_counter()
         dup_hashes = duplicates.candidates()
-        if dup_hashes.len():
+        if dup_hashes.len() and buckets > 1:
+            n_dup = drop_bucket_duplicates(writer, dup_hashes, work)
+            counts["duplicate_id"] += n_dup
+            counts["posts"] -= n_dup
+        elif dup_hashes.len():
             staged = work / "posts.parquet"
             os.replace(out, staged)
             deduped, n_dup = drop_duplicate_ids(

@@ -2,10 +2,11 @@
 
 - ``SynthSettings``: rule ``synth`` (the ``synth`` section and the base ``seed``);
 - ``IngestSettings``: rule ``ingest`` (``ingest.chunk_mb``; the bot list and the inputs are
-  paths the rule passes).
-
-- ``PostsBucketSettings``: rule ``split_posts`` (``ingest.buckets``: the posts table's buckets
-  by author, which the graph's user buckets are too).
+  paths the rule passes);
+- ``IngestBucketsSettings``: rule ``ingest`` with ``ingest.buckets`` > 1 (``chunk_mb`` and
+  ``buckets``: the posts table's buckets by author, which the graph's user buckets are too;
+  each shard is written as its P bucket files). Two classes, so that the one-table run's
+  settings, which Snakemake compares between runs, stay what they were.
 
 Rules ``merge_posts``, ``merge_bucket`` and ``ingest_report`` read no setting (its inputs are the shards' outputs). ``synth.enabled``
 and ``ingest.inputs`` choose the jobs (``splits.pipeline.targets``), no job reads them.
@@ -36,6 +37,7 @@ class IngestSettings:
 
 
 @dataclass(frozen=True)
-class PostsBucketSettings:
+class IngestBucketsSettings:
     SECTION: ClassVar[str] = "ingest"
+    chunk_mb: float
     buckets: int

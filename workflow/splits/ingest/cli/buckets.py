@@ -1,37 +1,15 @@
-"""The posts table as buckets by author (``ingest.buckets`` > 1; splits.ingest.partition):
-``split-posts`` (one ingest shard -> its P bucket files), ``merge-bucket`` (bucket b of every
-shard -> posts bucket b and its report), ``ingest-report`` (the shards' and buckets' reports ->
-the ingest report, the same totals as ``merge-posts`` writes)."""
+"""The posts table as buckets by author (``ingest.buckets`` > 1; splits.ingest.partition; each
+ingest shard is written as its P bucket files by ``splits ingest --out-dir``):
+``merge-bucket`` (bucket b of every shard -> posts bucket b and its report), ``ingest-report``
+(the shards' and buckets' reports -> the ingest report, the same totals as ``merge-posts``
+writes)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 
-from splits.config.settings import add_settings_arguments, settings_from_args
-from splits.errors import ConfigError
-from splits.ingest.settings import PostsBucketSettings
-
 log = logging.getLogger(__name__)
-
-
-def configure_split(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--posts", required=True, help="one ingest shard's posts Parquet")
-    parser.add_argument("--out-dir", required=True, help="writes 0.parquet .. P-1.parquet")
-    add_settings_arguments(parser)
-
-
-def run_split(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from splits.ingest.partition import split_posts
-
-    settings = settings_from_args(args, PostsBucketSettings)
-    if not Path(args.posts).exists():
-        raise ConfigError(f"--posts: input {args.posts} does not exist")
-    rows = split_posts(args.posts, settings.buckets, args.out_dir)
-    log.info("%s: %d posts -> buckets of %s posts", args.posts, sum(rows), rows)
-    return 0
 
 
 def configure_merge(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +53,6 @@ def run_report(args: argparse.Namespace) -> int:
 
 # subcommand of ``splits`` -> (configure_parser, run); the table in splits.cli names this module
 SUBCOMMANDS = {
-    "split-posts": (configure_split, run_split),
     "merge-bucket": (configure_merge, run_merge),
     "ingest-report": (configure_report, run_report),
 }

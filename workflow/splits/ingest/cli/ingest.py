@@ -1,7 +1,10 @@
 """``splits ingest``: one ConvoKit / Pushshift input shard -> its posts table and ingest report.
 
 By hand: ``splits ingest --input PATH --out posts.parquet --report report.json
-[--bots resources/bots.txt] --config config/config.yaml`` (or ``--settings JSON``)."""
+[--bots resources/bots.txt] --config config/config.yaml`` (or ``--settings JSON``). With
+``--out-dir DIR`` instead of ``--out`` (rule ``ingest`` when ``ingest.buckets`` > 1) the posts
+are written as ``ingest.buckets`` files by author, ``DIR/0.parquet`` ...; the settings then
+carry ``buckets`` too."""
 
 from __future__ import annotations
 
@@ -15,15 +18,20 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.errors import ConfigError
 from splits.ingest.bots import load_bot_list
+from splits.ingest.partition import check_buckets
 from splits.ingest.read import ingest_shard
-from splits.ingest.settings import IngestSettings
+from splits.ingest.settings import IngestBucketsSettings, IngestSettings
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input", required=True, help="ConvoKit dir / .corpus.zip, or NDJSON(.zst)"
     )
-    parser.add_argument("--out", required=True, help="posts Parquet of this shard")
+    out = parser.add_mutually_exclusive_group(required=True)
+    out.add_argument("--out", help="posts Parquet of this shard")
+    out.add_argument(
+        "--out-dir", help="ingest.buckets > 1: this shard's posts as one file per bucket here"
+    )
     parser.add_argument("--report", required=True, help="ingest report JSON of this shard")
     parser.add_argument("--shard", help="shard name in the report (default: from the input name)")
     parser.add_argument(
@@ -33,9 +41,16 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args, IngestSettings)
+    if args.out_dir is None:
+        settings, buckets, out = settings_from_args(args, IngestSettings), 1, args.out
+    else:
+        settings = settings_from_args(args, IngestBucketsSettings)
+        buckets, out = settings.buckets, args.out_dir
+        check_buckets(buckets)
     if settings.chunk_mb <= 0:
         raise ConfigError("ingest.chunk_mb: must be positive")
     bots = load_bot_list(args.bots)
-    ingest_shard(args.input, args.out, args.report, settings, shard=args.shard, bots=bots)
+    ingest_shard(
+        args.input, out, args.report, settings, shard=args.shard, bots=bots, buckets=buckets
+    )
     return 0
