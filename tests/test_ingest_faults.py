@@ -901,6 +901,46 @@ def test_bots_signed_as_in_the_issue_are_caught_and_humans_kept():
         assert bot_verdicts(alone.lazy()), text
 
 
+def test_the_signature_prefilter_keeps_every_signer():
+    """The signers (accounts not named bot) are looked for only in posts holding one of
+    SIGN_WORDS or a character the match removes: signatures in any case, with Reddit's
+    superscript and emphasis inside their words, a user link in capitals, are still found, as
+    the patterns alone over every post find them (written out here)."""
+    import re
+
+    from splits.ingest.bots import BOT_SELF_DECLARED, USER_LINK, bot_verdicts
+
+    signed = {
+        "LoudSigner": [
+            "BEEP BOOP, I AM A BOT",
+            "I'M A BOT. THIS ACTION WAS PERFORMED AUTOMATICALLY",
+        ],
+        "StarSigner": ["i am a ro*bot, be*ep bo*op", "i am a b^ot"],
+        "UnderSigner": ["I'm a helper r_o_b_o_t here", "Beep_Boop, I am a bot"],
+        "LinkSigner": ["see [me](/USER/LinkSigner)", "or [me](/U/LinkSigner)"],
+        "CurlySigner": ["I\u2019m a bot", "I\u02bcm only a simple bot"],
+    }
+    unsigned = {
+        "Human1": ["a robotic arm", "bots everywhere"],
+        "Human2": ["beep beep, said the car", "nothing here"],
+    }
+    rows = [{"author": a, "text": t} for d in (signed, unsigned) for a, ts in d.items() for t in ts]
+    frame = pl.DataFrame(rows, schema={"author": pl.String, "text": pl.String})
+
+    def plain(text: str) -> str:
+        return re.sub("[\u2019\u2018\u02bc]", "'", re.sub(r"[\^*_]", "", text))
+
+    declared = re.compile(BOT_SELF_DECLARED.removeprefix("(?i)"), re.IGNORECASE)
+    user_link = re.compile(USER_LINK.removeprefix("(?i)"), re.IGNORECASE)
+    by_patterns = sorted(
+        author
+        for author, texts in {**signed, **unsigned}.items()
+        if sum(bool(declared.search(plain(t)) or user_link.search(t)) for t in texts) >= 2
+    )
+    assert by_patterns == sorted(signed)
+    assert sorted(bot_verdicts(frame.lazy())) == by_patterns
+
+
 def test_merge_report_says_who_was_dropped_and_why_on_real_cornell_text(tmp_path):
     """Without the shipped list, the real Cornell bots are dropped with a reason each in the
     ingest report (merge.bots); its humans named ...bot are kept."""
