@@ -220,7 +220,9 @@ def _write_sorted_parts(frame: pl.LazyFrame, by: str, path: Path, max_rows: int)
 
 
 MERGE_FAN_IN = 64  # files merged at once; more are merged in rounds through scratch files
-MERGE_ROW_GROUP_ROWS = 8192  # row group of a file written to be merged (what a reader decodes)
+MERGE_ROW_GROUP_ROWS = 2048  # row group of a file written to be merged (what a reader decodes;
+# a merge of P files holds about P of them: 8192 grew the group-ness reduce 189 -> 204 MiB from 3
+# to 30 buckets of 20,000 users, 2048 gives 189 -> 177, bench_groupness_reduce.py)
 MERGE_MIN_BATCH_ROWS = 1024  # rows a merge reads from a file at once, at least
 
 
