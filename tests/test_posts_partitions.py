@@ -253,6 +253,29 @@ def test_bucket_writer_in_many_pieces_equals_a_filter(tmp_path, monkeypatch):
     assert sum(rows) == n
 
 
+def test_bucket_writer_holds_a_bounded_number_of_rows_at_many_buckets(tmp_path, monkeypatch):
+    """With more buckets than rows per group (a whole dump's P), the rows held for the next row
+    groups stay within SPLIT_HELD_ROWS and one piece, not a bucket's minimum group times P."""
+    from splits.ingest import partition
+
+    monkeypatch.setattr(partition, "SPLIT_HELD_ROWS", 1_000)
+    monkeypatch.setattr(partition, "SPLIT_MIN_GROUP_ROWS", 100)
+    n, piece = 20_000, 700
+    frame = pl.DataFrame({"post_id": [f"p{i}" for i in range(n)],
+                          "author": [f"a{(i * 7919) % 4999}" for i in range(n)]})  # fmt: skip
+    writer = BucketWriter(tmp_path / "out", 50, frame.schema)
+    most = 0
+    for start in range(0, n, piece):
+        writer.add(frame.slice(start, piece))
+        most = max(most, sum(writer.held))
+    assert most <= 1_000 + piece, most
+    rows = writer.close()
+    which = author_buckets(frame["author"], 50)
+    for b in range(50):
+        part = pl.read_parquet(tmp_path / "out" / f"{b}.parquet")
+        assert part.equals(frame.filter(pl.Series(which == b))) and part.height == rows[b]
+
+
 def test_a_repeat_under_another_author_is_dropped_as_in_one_table(tmp_path):
     """Within one input, a post id's later copy under another author (another bucket) is
     dropped by the bucketed ingest as by the one-table ingest: the first copy in input order is

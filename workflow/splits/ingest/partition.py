@@ -108,8 +108,10 @@ def bucket_paths(out_dir: str | Path, buckets: int) -> list[Path]:
 class BucketWriter:
     """Posts written as ``out_dir``/{b}.parquet for b in 0..buckets-1 as they come (rule
     ``ingest`` with ``ingest.buckets`` > 1), each bucket's rows in arrival order. ``close``
-    writes every file, empty ones with ``schema``. Memory: about ``SPLIT_HELD_ROWS`` rows (at
-    least ``SPLIT_MIN_GROUP_ROWS`` a bucket) held for the buckets' next row groups, and the
+    writes every file, empty ones with ``schema``. Memory: at most ``SPLIT_HELD_ROWS`` rows and
+    one frame held for the buckets' next row groups (a bucket's group is written at
+    ``SPLIT_HELD_ROWS`` / P rows, at least ``SPLIT_MIN_GROUP_ROWS``, or when all buckets
+    together hold ``SPLIT_HELD_ROWS``, whatever P and the input's size), and the
     bucket of every row written (``row_buckets``: 1-4 bytes a row, so that a row's place in
     the whole stream is known again; see ``drop_bucket_duplicates``)."""
 
@@ -145,6 +147,10 @@ class BucketWriter:
                 self.pending[b].append(frame[order[bounds[b] : bounds[b + 1]]])
                 self.held[b] += int(bounds[b + 1] - bounds[b])
                 if self.held[b] >= self.flush_rows:
+                    self._flush(b)
+        if sum(self.held) >= SPLIT_HELD_ROWS:  # many buckets, none full: all go, smaller groups
+            for b in range(self.buckets):
+                if self.pending[b]:
                     self._flush(b)
 
     def _flush(self, b: int) -> None:
