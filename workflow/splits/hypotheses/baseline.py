@@ -20,12 +20,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.hypotheses.fighting_words import (
-    informative_prior,
-    side_counts,
-    top_indices,
-    z_scores,
-)
+from splits.hypotheses.fighting_words import informative_prior, top_indices, z_scores
+from splits.hypotheses.gram_table import GramTable
 from splits.hypotheses.heldout import DISCOVERY, HELDOUT, split_halves
 from splits.hypotheses.retrieval import pools_of_topic
 from splits.hypotheses.settings import FightingWordsSettings
@@ -76,19 +72,6 @@ def ngram_counts(
     return pl.concat(grams).group_by("gram").len(name="count")
 
 
-def _background_counts(
-    terms: Sequence[str], totals: pl.DataFrame, heldout_counts: pl.DataFrame
-) -> np.ndarray:
-    """Counts of ``terms`` in the pair's posts everywhere, less this pool's held-out half."""
-    frame = (
-        pl.DataFrame({"gram": list(terms)}, schema={"gram": pl.String})
-        .join(totals, on="gram", how="left")
-        .join(heldout_counts.rename({"count": "heldout"}), on="gram", how="left")
-        .select((pl.col("count").fill_null(0) - pl.col("heldout").fill_null(0)).alias("n"))
-    )
-    return frame["n"].to_numpy().astype(np.float64)
-
-
 def baseline_records(
     topic_posts: pl.DataFrame,
     threads: Mapping[str, str],
@@ -105,10 +88,16 @@ def baseline_records(
     pools_report: list[dict[str, Any]] = []
     skipped: Counter = Counter()
     tokenizer = fw.tokenizer()
+    # every distinct text cut into n-grams once (a post is in a pool of each pair of its group)
+    table = GramTable(
+        topic_posts["text"].cast(pl.String).fill_null("").unique(maintain_order=True).to_list(),
+        fw.ngram_max,
+        tokenizer,
+    )
     for a, b in pairs:
         pair_rows = topic_posts.filter(pl.col("demographic").is_in([a, b]))
         totals = (
-            ngram_counts(pair_rows["text"], fw.ngram_max, tokenizer)
+            table.background_counts(pair_rows["text"].cast(pl.String).fill_null("").to_list())
             if fw.prior == "informative"
             else None
         )
@@ -136,19 +125,17 @@ def baseline_records(
             if not disc_a or not disc_b:
                 skipped["pool_without_discovery_posts_of_a_group"] += 2
                 continue
-            vocabulary, counts_a, counts_b = side_counts(disc_a, disc_b, fw, tokenizer)
+            vocabulary, counts_a, counts_b, gram_ids = table.side_counts(disc_a, disc_b, fw)
             if not vocabulary.terms:
                 skipped["no_ngram_within_the_document_frequency_bounds"] += 2
                 continue
             if fw.prior == "uniform":
                 prior = np.full(len(vocabulary.terms), float(fw.uniform_prior))
             else:
-                held = ngram_counts(
-                    pl.Series(texts[heldout].tolist(), dtype=pl.String), fw.ngram_max, tokenizer
-                )
-                prior = informative_prior(
-                    _background_counts(vocabulary.terms, totals, held), fw.prior_scale
-                )
+                # the pair's counts everywhere less this pool's held-out half
+                held = table.heldout_counts(texts[heldout].tolist(), gram_ids)
+                background = (totals[gram_ids] - held).astype(np.float64)
+                prior = informative_prior(background, fw.prior_scale)
             z = z_scores(counts_a, counts_b, prior)
             for target, sign in ((a, 1.0), (b, -1.0)):
                 size = min(
