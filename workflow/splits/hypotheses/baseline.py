@@ -22,7 +22,7 @@ import polars as pl
 
 from splits.hypotheses.fighting_words import informative_prior, top_indices, z_scores
 from splits.hypotheses.gram_table import GramTable
-from splits.hypotheses.heldout import DISCOVERY, HELDOUT, split_halves
+from splits.hypotheses.heldout import DISCOVERY, HELDOUT, heldout_mask
 from splits.hypotheses.retrieval import pools_of_topic
 from splits.hypotheses.settings import FightingWordsSettings
 from splits.text import POLARS_WORD_PATTERN, words
@@ -40,15 +40,11 @@ def pool_scope(topic: str, group_a: str, group_b: str) -> str:
 def pool_halves(
     pool_post_ids: Sequence[str], threads: Mapping[str, str], scope: str, seed: int, fraction: float
 ) -> np.ndarray:
-    """``True`` for the pool's held-out posts (in the pool's order)."""
-    frame = pl.DataFrame(
-        {
-            "post_id": list(pool_post_ids),
-            "conversation_id": [threads.get(p) for p in pool_post_ids],
-        },
-        schema={"post_id": pl.String, "conversation_id": pl.String},
-    )
-    return (split_halves(frame, seed, fraction, scope)["half"] == HELDOUT).to_numpy()
+    """``True`` for the pool's held-out posts (in the pool's order): a post's thread, or the
+    post itself where its thread is unknown, as ``split_halves`` splits a frame."""
+    units = [threads.get(p) for p in pool_post_ids]
+    units = [p if unit is None else unit for p, unit in zip(pool_post_ids, units, strict=True)]
+    return heldout_mask(units, seed, fraction, scope)
 
 
 def ngram_counts(
