@@ -34,14 +34,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-from scipy import special, stats
+from scipy import special
 
 from splits.hypotheses.lexicon import Hypothesis
 from splits.hypotheses.release import release_counts, release_list
 from splits.hypotheses.retrieval import PoolIndex, depth, list_length, pools_of_topic
 from splits.hypotheses.settings import RELEASE, LiftSettings, RetrievalSettings
 from splits.retrieval.phrases import PositionalIndex
-from splits.stats import clopper_pearson
+from splits.stats import clopper_pearson, hypergeom_sf
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ MATCHES_SCHEMA = {"hypothesis_id": pl.String, "matched_keys": pl.List(pl.UInt64)
 def hypergeom_p(hits, n, target_in_list, list_size) -> np.ndarray:
     """One-sided P(X >= hits), X ~ Hypergeom(list_size, target_in_list, n)."""
     hits = np.asarray(hits)
-    return stats.hypergeom.sf(hits - 1, list_size, target_in_list, n)
+    return hypergeom_sf(hits - 1, list_size, target_in_list, n)
 
 
 def _population_lift(top_share, rest_share, fraction) -> np.ndarray:
