@@ -206,3 +206,21 @@ def test_hypergeom_sf_is_scipys_float_for_float():
             scipy_stats.hypergeom.sf(k.astype(float) + 0.5, big_n, big_k, n),
         )
     assert _same_floats(hypergeom_sf(3, 50, 10, 20), scipy_stats.hypergeom.sf(3, 50, 10, 20))
+
+
+def test_binom_sf_is_scipys_float_for_float():
+    """splits.stats.binom_sf (the sign test's p-value) gives scipy.stats.binom.sf's floats."""
+    from splits.stats import binom_sf
+
+    rng = np.random.default_rng(9)
+    n = rng.integers(-1, 400, 20000)
+    k = rng.integers(-3, 402, n.size).astype(float)
+    k[::7] += 0.5
+    p = np.concatenate([rng.random(n.size - 6), [0.0, 1.0, 0.5, -0.1, 1.1, np.nan]])
+    with np.errstate(invalid="ignore"):
+        assert _same_floats(binom_sf(k, n, p), scipy_stats.binom.sf(k, n, p))
+    for below, trials in ((0, 1), (1, 1), (3, 10), (10, 10), (57, 100)):
+        assert _same_floats(
+            binom_sf(below - 1, trials, 0.5),
+            scipy_stats.binomtest(below, trials, 0.5, alternative="greater").pvalue,
+        )

@@ -113,15 +113,14 @@ def sign_test_below(values: Sequence[float] | np.ndarray, tau: float) -> tuple[i
     Values equal to tau are ties and are dropped (the usual sign-test convention); NaN values are
     dropped.
     """
-    from scipy import stats
-
     v = np.asarray(values, dtype=np.float64)
     v = v[~np.isnan(v)]
     below = int(np.sum(v < tau))
     n = int(np.sum(v != tau))
     if n == 0:
         return below, n, math.nan
-    p = float(stats.binomtest(below, n, 0.5, alternative="greater").pvalue)
+    # scipy.stats.binomtest(below, n, 0.5, alternative="greater").pvalue is binom.sf(below - 1)
+    p = float(binom_sf(below - 1, n, 0.5))
     return below, n, p
 
 
@@ -165,19 +164,20 @@ def clopper_pearson(successes, trials, alpha: float) -> tuple[np.ndarray, np.nda
 
 
 # ------------------------------------------- scipy.stats' distributions without scipy.stats
-# ``scipy.stats.beta.ppf`` and ``scipy.stats.hypergeom.sf`` are argument checks and boundary
+# ``scipy.stats.beta.ppf``, ``hypergeom.sf`` and ``binom.sf`` are argument checks and boundary
 # values around scipy.special's (Boost) ufuncs; done here around the same ufuncs, they give the
 # same floats (tests/test_stats.py checks them equal on grids with the boundary cases) without
-# importing scipy.stats, ~0.8 CPU s of each job that needs nothing else of it (the lift). A scipy
+# importing scipy.stats, ~0.8 CPU s of each job that needs nothing else of it (the lift, the
+# personalization probe's sign test). A scipy
 # without these ufuncs (private names) gets scipy.stats' own functions.
 
 
 def _ufuncs():
     try:
-        from scipy.special._ufuncs import _beta_ppf, _hypergeom_sf
+        from scipy.special._ufuncs import _beta_ppf, _binom_sf, _hypergeom_sf
     except ImportError:
         return None
-    return _beta_ppf, _hypergeom_sf
+    return _beta_ppf, _hypergeom_sf, _binom_sf
 
 
 def beta_ppf(q, a, b):
@@ -220,6 +220,27 @@ def hypergeom_sf(k, big_n, big_k, n):
     out[np.broadcast_to(((k < low) | np.isneginf(k)) & valid, shape)] = 1.0
     if np.any(inside):
         out[inside] = np.clip(ufuncs[1](*_at(inside, k, big_k, n, big_n)), 0, 1)
+    return out[()] if out.ndim == 0 else out
+
+
+def binom_sf(k, n, p):
+    """``scipy.stats.binom.sf(k, n, p)``: P(X > k) for X ~ Binomial(n, p); 1 below 0, 0 from n
+    on, nan for impossible parameters."""
+    ufuncs = _ufuncs()
+    if ufuncs is None:
+        from scipy import stats
+
+        return stats.binom.sf(k, n, p)
+    k, n, p = np.asarray(k), np.asarray(n), np.asarray(p)
+    valid = (n >= 0) & _integral(n) & (p >= 0) & (p <= 1)
+    inside = valid & (k >= 0) & (k < n) & np.isfinite(k)
+    shape = np.broadcast_shapes(k.shape, n.shape, p.shape)
+    out = np.zeros(shape)
+    out[np.broadcast_to(~valid | np.isnan(k), shape)] = np.nan
+    out[np.broadcast_to(((k < 0) | np.isneginf(k)) & valid, shape)] = 1.0
+    if np.any(inside):
+        k_at, n_at, p_at = _at(inside, k, n, p)
+        out[inside] = np.clip(ufuncs[2](np.floor(k_at), n_at, p_at), 0, 1)
     return out[()] if out.ndim == 0 else out
 
 
