@@ -84,18 +84,14 @@ def baseline_records(
     pools_report: list[dict[str, Any]] = []
     skipped: Counter = Counter()
     tokenizer = fw.tokenizer()
-    # every distinct text cut into n-grams once (a post is in a pool of each pair of its group)
-    table = GramTable(
-        topic_posts["text"].cast(pl.String).fill_null("").unique(maintain_order=True).to_list(),
-        fw.ngram_max,
-        tokenizer,
-    )
     for a, b in pairs:
         pair_rows = topic_posts.filter(pl.col("demographic").is_in([a, b]))
+        pair_texts = pair_rows["text"].cast(pl.String).fill_null("")
+        # the pair's distinct texts cut into n-grams once (not once per pool and held-out half);
+        # one pair at a time, so that memory holds the n-grams of one pair's posts
+        table = GramTable(pair_texts.unique(maintain_order=True).to_list(), fw.ngram_max, tokenizer)
         totals = (
-            table.background_counts(pair_rows["text"].cast(pl.String).fill_null("").to_list())
-            if fw.prior == "informative"
-            else None
+            table.background_counts(pair_texts.to_list()) if fw.prior == "informative" else None
         )
         for topic in topics:
             rows = pair_rows.filter(pl.col("topic") == topic)

@@ -13,9 +13,10 @@ tokens, the same n-grams, the same integer counts; tests/test_fighting_words.py 
 
 from __future__ import annotations
 
+import array
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import polars as pl
@@ -23,26 +24,39 @@ import polars as pl
 from splits.hypotheses.fighting_words import Vocabulary, limit_vocabulary_columns
 from splits.text import POLARS_WORD_PATTERN, words
 
+#: texts cut by polars at a time (the background's tokens are streamed, not held)
+_CHUNK = 20_000
+
+
+def _token_ids(
+    token_lists: Iterable[Sequence[str]], interned: defaultdict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The documents' tokens as ids (``interned``: token -> id, grown as tokens come) and the
+    number of tokens of each document, without holding the token lists."""
+    lengths: list[int] = []
+    ids = array.array("q")
+    get = interned.__getitem__
+    for tokens in token_lists:
+        lengths.append(len(tokens))
+        ids.extend(map(get, tokens))
+    return np.frombuffer(ids, dtype=np.int64), np.array(lengths, dtype=np.int64)
+
 
 def _doc_grams(
-    token_lists: Sequence[Sequence[str]], ngram_max: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """(doc, gram, count) of the n-grams (1..``ngram_max``) of each document's tokens, tokens
-    joined by a space, and the n-grams' strings (``gram`` indexes them). The n-grams are counted
-    as integer keys, level by level (an n-gram is its first n - 1 tokens' n-gram and one more
-    token): only the distinct n-grams are made into strings."""
-    interned: defaultdict[str, int] = defaultdict(itertools.count().__next__)
-    tokens = np.fromiter(
-        map(interned.__getitem__, itertools.chain.from_iterable(token_lists)), dtype=np.int64
-    )
-    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
-    doc = np.repeat(np.arange(len(token_lists), dtype=np.int64), lengths)
-    vocab = list(interned)  # id order
+    tokens: np.ndarray, lengths: np.ndarray, vocab: pl.Series, ngram_max: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, pl.Series]:
+    """(doc, gram, count) of the n-grams (1..``ngram_max``) of each document's tokens (ids into
+    ``vocab``, ``lengths`` per document), tokens joined by a space, and the n-grams' strings
+    (``gram`` indexes them). The n-grams are counted as integer keys, level by level (an n-gram
+    is its first n - 1 tokens' n-gram and one more token): only the distinct n-grams are made
+    into strings, by polars."""
+    doc = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     n_words = max(len(vocab), 1)
-    strings: list[str] = []
+    levels: list[pl.Series] = []
+    n_strings = 0
     docs, grams = [], []
     prefix = np.zeros(len(tokens), dtype=np.int64)  # the (n - 1)-gram starting at each position
-    level_strings: list[str] = [""]
+    previous = pl.Series([""], dtype=pl.String)
     for n in range(1, ngram_max + 1):
         m = len(tokens) - n + 1
         if m <= 0:
@@ -50,21 +64,27 @@ def _doc_grams(
         key = prefix[:m] * n_words + tokens[n - 1 :]
         within = doc[:m] == doc[n - 1 :]  # documents are contiguous runs
         distinct, inverse = np.unique(key[within], return_inverse=True)
-        joiner = "" if n == 1 else " "
-        level_strings = [
-            level_strings[k // n_words] + joiner + vocab[k % n_words] for k in distinct.tolist()
-        ]
+        last = vocab.gather(distinct % n_words)
+        if n == 1:
+            previous = last
+        else:
+            start = previous.gather(distinct // n_words)
+            previous = pl.select(pl.concat_str([start, last], separator=" ")).to_series()
+        levels.append(previous)
         docs.append(doc[:m][within])
-        grams.append(inverse.astype(np.int64) + len(strings))
-        strings.extend(level_strings)
+        grams.append(inverse.astype(np.int64) + n_strings)
+        n_strings += len(distinct)
         prefix = np.zeros(m, dtype=np.int64)
         prefix[within] = inverse  # crossing n-grams start longer crossing ones: never read
+    strings = pl.concat(levels) if levels else pl.Series([], dtype=pl.String)
     if not docs:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, strings
-    pair = np.concatenate(docs) * max(len(strings), 1) + np.concatenate(grams)
+    size = max(n_strings, 1)
+    pair = np.concatenate(docs) * size + np.concatenate(grams)
+    del docs, grams
     pairs, counts = np.unique(pair, return_counts=True)  # sorted by document
-    return pairs // max(len(strings), 1), pairs % max(len(strings), 1), counts, strings
+    return pairs // size, pairs % size, counts, strings
 
 
 class _Segments:
@@ -93,25 +113,39 @@ class GramTable:
 
     def __init__(self, texts: Sequence[str], ngram_max: int, tokenizer: Callable[[str], list[str]]):
         self.doc = {text: i for i, text in enumerate(texts)}
-        side_tokens = [tokenizer(text or "") for text in texts]
-        side = _doc_grams(side_tokens, ngram_max)
-        background = side
+        interned: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+        side_ids = _token_ids((tokenizer(text or "") for text in texts), interned)
+        background_ids = side_ids
         if tokenizer is words:  # baseline.ngram_counts cuts with polars' regex
             series = pl.Series("text", list(texts), dtype=pl.String)
-            bg_tokens = series.str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN).to_list()
-            if bg_tokens != side_tokens:  # the engines agree but on the newest code points
-                background = _doc_grams(bg_tokens, ngram_max)
-        # the ids: ranks in alphabetical order (Python's order of str, as ``document_terms``)
-        self.terms = sorted(set(side[3]).union(background[3]))
-        rank = {term: i for i, term in enumerate(self.terms)}
+            chunks = (
+                series.slice(start, _CHUNK).str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
+                for start in range(0, len(series), _CHUNK)
+            )
+            cut = _token_ids((t or [] for chunk in chunks for t in chunk.to_list()), interned)
+            # the engines agree but on the newest code points: the same ids, the same tokens
+            if not all(np.array_equal(x, y) for x, y in zip(cut, side_ids, strict=True)):
+                background_ids = cut
+        vocab = pl.Series(list(interned), dtype=pl.String)  # id order
+        side = _doc_grams(*side_ids, vocab, ngram_max)
+        background = side if background_ids is side_ids else _doc_grams(*cut, vocab, ngram_max)
+        # the ids: ranks in alphabetical order (polars sorts strings by their UTF-8 bytes: the
+        # order of their code points, Python's order of str, as ``document_terms`` sorts)
+        self.terms = pl.concat([side[3], background[3]]).unique().sort()
+        ranks = pl.DataFrame({"gram": self.terms}).with_row_index("rank")
         n = len(texts)
-        self.side = self._segments(side, rank, n)
-        self.background = self.side if background is side else self._segments(background, rank, n)
+        self.side = self._segments(side, ranks, n)
+        self.background = self.side if background is side else self._segments(background, ranks, n)
 
     @staticmethod
-    def _segments(grams, rank: dict[str, int], n_docs: int) -> _Segments:
+    def _segments(grams, ranks: pl.DataFrame, n_docs: int) -> _Segments:
         doc, local, counts, strings = grams
-        to_rank = np.fromiter(map(rank.__getitem__, strings), dtype=np.int64, count=len(strings))
+        to_rank = (
+            pl.DataFrame({"gram": strings})
+            .join(ranks, on="gram", how="left", maintain_order="left")["rank"]
+            .to_numpy()
+            .astype(np.int64)
+        )
         return _Segments(doc, to_rank[local], counts, n_docs)
 
     def docs(self, texts: Sequence[str]) -> list[int]:
@@ -144,7 +178,7 @@ class GramTable:
         side_a = np.bincount(inverse[:split], weights=counts_a, minlength=n)
         side_b = np.bincount(inverse[split:], weights=counts_b, minlength=n)
         kept = present[columns]
-        vocabulary = Vocabulary(tuple(self.terms[i] for i in kept))
+        vocabulary = Vocabulary(tuple(self.terms.gather(kept).to_list()))
         return (
             vocabulary,
             side_a[columns].astype(np.int64),
