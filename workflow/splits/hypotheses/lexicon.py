@@ -76,7 +76,11 @@ def entry_tokens(entry: str) -> tuple[str, ...]:
 
 def canonical_lexicon(lexicon: Iterable[str]) -> tuple[tuple[str, ...], ...]:
     """The lexicon as a sorted tuple of distinct token tuples (what the retrieval sees)."""
-    return _canonical(tuple(lexicon))
+    entries = tuple(lexicon)
+    try:
+        return _canonical(entries)
+    except TypeError:  # an entry that is not hashable (a list from a hand-written query)
+        return _canonical.__wrapped__(entries)
 
 
 @functools.lru_cache(maxsize=4096)
