@@ -167,3 +167,82 @@ def test_informative_prior_ranks_one_groups_words_above_function_words():
     )
     assert uniform.top("a", 1) == ["are"]  # "emory" only after a function word
     assert informative.top("a", 1) == ["emory"]
+
+
+def _section(**changes):
+    from splits.hypotheses.settings import FightingWordsSection
+
+    values = dict(
+        prior="informative",
+        uniform_prior=0.1,
+        prior_scale=None,
+        text_cleaning="none",
+        token_pattern=None,
+        ngram_max=3,
+        min_df=2,
+        max_df=0.5,
+        max_features=None,
+        max_features_ties="alphabetical",
+        min_z=1.96,
+        lexicon_size=None,
+        lexicon_size_without_models=10,
+    )
+    return FightingWordsSection(**{**values, **changes})
+
+
+def _corpus(seed: int) -> list[str]:
+    """Short texts over a small vocabulary (many shared n-grams and count ties), with what the
+    tokenizers split on or may treat apart: non-ASCII letters and digits, case, punctuation,
+    underscores, an empty text, a text of no word, and a letter of Unicode 15 (U+1E030), which
+    polars' regex takes for a letter and Python 3.11's does not (the background's tokens then
+    differ from the discovery side's)."""
+    rng = np.random.default_rng(seed)
+    vocab = "Ab ab ba b2 Émile émile straße ß ½ ١٢ naïve x_y don't a-b Ωmega ω z".split()
+    vocab.append("a\U0001e030b")
+    texts = [
+        " ".join(rng.choice(vocab, size=rng.integers(0, 12))) + rng.choice(["", ".", " !", "\n"])
+        for _ in range(60)
+    ]
+    return texts + ["", "?!", texts[0], texts[1]]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"max_features": 7},
+        {"max_features": 7, "max_features_ties": "scikit-learn"},
+        {"ngram_max": 1, "min_df": 1, "max_df": 1.0},
+        {"ngram_max": 4, "min_df": 3, "max_df": 0.9, "max_features": 11},
+        {"token_pattern": r"(?u)\b\w\w+\b", "max_features": 9},
+    ],
+)
+def test_gram_table_counts_equal_the_pool_by_pool_counts(changes):
+    """The baseline's n-gram table (splits.hypotheses.gram_table, every text cut once) gives the
+    discovery counts of fighting_words.side_counts and the background counts of
+    baseline.ngram_counts exactly: the same vocabulary in the same order, the same integers."""
+    from splits.hypotheses.baseline import ngram_counts
+    from splits.hypotheses.fighting_words import side_counts
+    from splits.hypotheses.gram_table import GramTable
+
+    section = _section(**changes)
+    tokenizer = section.tokenizer()
+    for seed in range(3):
+        texts = _corpus(seed)
+        table = GramTable(list(dict.fromkeys(texts)), section.ngram_max, tokenizer)
+        texts_a, texts_b = texts[: len(texts) // 2], texts[len(texts) // 2 :]
+        expected = side_counts(texts_a, texts_b, section, tokenizer)
+        vocabulary, counts_a, counts_b, ids = table.side_counts(texts_a, texts_b, section)
+        assert vocabulary == expected[0] and vocabulary.terms
+        assert counts_a.dtype == expected[1].dtype == np.int64
+        np.testing.assert_array_equal(counts_a, expected[1])
+        np.testing.assert_array_equal(counts_b, expected[2])
+        # the background: every text (with repetition) and a part of them, as ngram_counts counts
+        counted = dict(ngram_counts(pl.Series(texts), section.ngram_max, tokenizer).iter_rows())
+        totals = table.background_counts(texts)
+        assert {table.terms[i]: int(n) for i, n in enumerate(totals) if n} == counted
+        part = texts[::3]
+        held = dict(ngram_counts(pl.Series(part), section.ngram_max, tokenizer).iter_rows())
+        assert table.heldout_counts(part, ids).tolist() == [
+            held.get(t, 0) for t in vocabulary.terms
+        ]

@@ -49,6 +49,27 @@ def test_posts_without_a_thread_are_split_by_their_own_id():
     )
 
 
+def test_pool_halves_split_a_pool_as_split_halves_splits_its_frame():
+    """The pools' split (baseline.pool_halves: post ids and a thread map, no frame) is the
+    frame's: a thread's posts together, a post without a known thread on its own, an empty
+    thread id a thread of its own."""
+    from splits.hypotheses.baseline import pool_halves
+
+    frame = posts(60, 3)
+    ids = frame["post_id"].to_list()
+    threads = {p: t for p, t in zip(ids, frame["conversation_id"], strict=True)}
+    for p in ids[::7]:
+        del threads[p]  # unknown thread: the post is its own unit
+    for p in ids[1::11]:
+        threads[p] = ""
+    frame = frame.with_columns(
+        pl.Series("conversation_id", [threads.get(p) for p in ids], dtype=pl.String)
+    )
+    for seed, scope in ((7, "t\x1fa\x1fb"), (8, "")):
+        expected = split_halves(frame, seed, 0.4, scope)["half"] == HELDOUT
+        assert pool_halves(ids, threads, scope, seed, 0.4).tolist() == expected.to_list()
+
+
 def test_fraction_outside_the_open_interval_is_an_error():
     with pytest.raises(ValueError, match="fraction"):
         split_halves(posts(2, 1), seed=1, fraction=1.0)

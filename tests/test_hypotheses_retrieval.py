@@ -225,3 +225,15 @@ def test_counts_from_the_partial_list_equal_the_whole_lists(list_size):
             expected = depth_counts(index.pool.is_target(target), whole.docs, settings.k_fractions)
             _, counts = ranked_counts(index, lexicon, target, settings)
             assert counts == expected
+
+
+def test_canonical_lexicon_of_any_iterable_and_unhashable_entries():
+    """The canonical form is cached per lexicon (the lift asks for it four times a hypothesis);
+    a generator, a repeated call and an entry that cannot be a cache key (a list, as a
+    hand-written sandbox query may hold) give what the uncached form gives: each entry's words
+    (str of the entry), distinct and sorted."""
+    expected = (("a", "b"), ("c",))
+    assert canonical_lexicon(["c", "A b", "a  B"]) == expected
+    assert canonical_lexicon(e for e in ["c", "A b"]) == expected
+    assert canonical_lexicon(["c", "A b"]) == expected
+    assert canonical_lexicon(["c", ["a", "b"]]) == (("a", "b"), ("c",))

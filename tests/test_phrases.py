@@ -188,3 +188,31 @@ def test_index_of_the_asked_words_only_answers_as_the_full_index():
     found = match_phrases(texts, phrases)  # the whole texts, through the restricted index
     for phrase in phrases:
         assert as_dict(*found.of(phrase)) == brute_force(texts, phrase), phrase
+
+
+def test_subset_equals_the_index_of_the_kept_texts():
+    """PositionalIndex.subset (the lift's pools read from their topic's index, and their held-out
+    halves from the pool's) holds what an index of the kept texts holds: the same vocabulary in
+    the same (first-appearance) order, positions, postings and lengths."""
+    rng = random.Random(11)
+    vocab = ["a", "B", "c", "the", "Émile", "x_y", "don't", "½"]
+    texts = [
+        rng.choice(["", " ", "-", ". "]).join(rng.choice(vocab) for _ in range(rng.randint(0, 12)))
+        for _ in range(120)
+    ] + [None, "", "?!"]
+    full = PositionalIndex(texts)
+    for share in (0.0, 0.3, 0.5, 1.0):
+        keep = np.array([rng.random() < share for _ in texts])
+        made = full.subset(keep)
+        expected = PositionalIndex([t for t, k in zip(texts, keep, strict=True) if k])
+        assert list(made.vocabulary.items()) == list(expected.vocabulary.items())
+        for name in ("tokens", "postings", "term_start", "doc_start", "doc_len"):
+            got, want = getattr(made, name), getattr(expected, name)
+            assert got.dtype == want.dtype and np.array_equal(got, want), name
+    order = [rng.randrange(len(texts)) for _ in range(80)]  # any order, repeats
+    made, expected = full.subset(np.array(order)), PositionalIndex([texts[i] for i in order])
+    assert list(made.vocabulary.items()) == list(expected.vocabulary.items())
+    for name in ("tokens", "postings", "term_start", "doc_start", "doc_len"):
+        assert np.array_equal(getattr(made, name), getattr(expected, name)), name
+    with pytest.raises(ValueError, match="only"):
+        PositionalIndex(texts, only={"a"}).subset(np.ones(len(texts), dtype=bool))

@@ -155,3 +155,72 @@ def test_clopper_pearson_matches_scipy_binomtest():
         assert hi == pytest.approx(ci.high, abs=1e-10)
     low, high = clopper_pearson([0], [0], 0.05)
     assert (low[0], high[0]) == (0.0, 1.0)
+
+
+def _same_floats(got, expected) -> bool:
+    """Equal float for float: NaN where NaN, the same sign of zero, the same bits elsewhere."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    return (
+        got.shape == expected.shape
+        and got.dtype == expected.dtype
+        and bool(np.all(got.view(np.int64) == expected.view(np.int64)))
+    )
+
+
+def test_beta_ppf_is_scipys_float_for_float():
+    """splits.stats.beta_ppf (scipy.special's ufunc with scipy.stats' checks, without importing
+    scipy.stats) gives scipy.stats.beta.ppf's floats, boundaries and bad arguments included."""
+    from splits.stats import beta_ppf
+
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.integers(-2, 400, 3000).astype(float), [0.0, -0.0, np.nan, np.inf]])
+    b = np.concatenate([rng.integers(-2, 400, 3000).astype(float), [1.0, 2.0, 1.0, 1.0]])
+    for q in (0.025, 0.975, 0.5, 0.0, 1.0, -0.1, 1.5, np.nan, 1e-300):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            assert _same_floats(beta_ppf(q, a, b), scipy_stats.beta.ppf(q, a, b)), q
+    qs = rng.random(a.size)
+    assert _same_floats(beta_ppf(qs, a, b), scipy_stats.beta.ppf(qs, a, b))
+    assert _same_floats(beta_ppf(0.3, 2.0, 5.0), scipy_stats.beta.ppf(0.3, 2.0, 5.0))
+
+
+def test_hypergeom_sf_is_scipys_float_for_float():
+    """splits.stats.hypergeom_sf gives scipy.stats.hypergeom.sf's floats: inside the support,
+    below it (1), from its top on (0) and for impossible parameters (nan)."""
+    from splits.stats import hypergeom_sf
+
+    rng = np.random.default_rng(5)
+    big_n = rng.integers(-1, 3000, 20000)
+    big_k = rng.integers(-1, 3001, big_n.size)
+    n = rng.integers(-1, 3001, big_n.size)
+    k = rng.integers(-3, 3000, big_n.size)
+    # the lift's calls: hits - 1 with hits between 0 and min(n, K), all parameters valid
+    big_n[:5000] = np.abs(big_n[:5000]) + 1
+    big_k[:5000] = rng.integers(0, big_n[:5000] + 1)
+    n[:5000] = rng.integers(1, big_n[:5000] + 1)
+    k[:5000] = rng.integers(0, np.minimum(n[:5000], big_k[:5000]) + 1) - 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = scipy_stats.hypergeom.sf(k, big_n, big_k, n)
+        assert _same_floats(hypergeom_sf(k, big_n, big_k, n), expected)
+        assert _same_floats(
+            hypergeom_sf(k.astype(float) + 0.5, big_n, big_k, n),
+            scipy_stats.hypergeom.sf(k.astype(float) + 0.5, big_n, big_k, n),
+        )
+    assert _same_floats(hypergeom_sf(3, 50, 10, 20), scipy_stats.hypergeom.sf(3, 50, 10, 20))
+
+
+def test_binom_sf_is_scipys_float_for_float():
+    """splits.stats.binom_sf (the sign test's p-value) gives scipy.stats.binom.sf's floats."""
+    from splits.stats import binom_sf
+
+    rng = np.random.default_rng(9)
+    n = rng.integers(-1, 400, 20000)
+    k = rng.integers(-3, 402, n.size).astype(float)
+    k[::7] += 0.5
+    p = np.concatenate([rng.random(n.size - 6), [0.0, 1.0, 0.5, -0.1, 1.1, np.nan]])
+    with np.errstate(invalid="ignore"):
+        assert _same_floats(binom_sf(k, n, p), scipy_stats.binom.sf(k, n, p))
+    for below, trials in ((0, 1), (1, 1), (3, 10), (10, 10), (57, 100)):
+        assert _same_floats(
+            binom_sf(below - 1, trials, 0.5),
+            scipy_stats.binomtest(below, trials, 0.5, alternative="greater").pvalue,
+        )

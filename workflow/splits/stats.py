@@ -113,15 +113,14 @@ def sign_test_below(values: Sequence[float] | np.ndarray, tau: float) -> tuple[i
     Values equal to tau are ties and are dropped (the usual sign-test convention); NaN values are
     dropped.
     """
-    from scipy import stats
-
     v = np.asarray(values, dtype=np.float64)
     v = v[~np.isnan(v)]
     below = int(np.sum(v < tau))
     n = int(np.sum(v != tau))
     if n == 0:
         return below, n, math.nan
-    p = float(stats.binomtest(below, n, 0.5, alternative="greater").pvalue)
+    # scipy.stats.binomtest(below, n, 0.5, alternative="greater").pvalue is binom.sf(below - 1)
+    p = float(binom_sf(below - 1, n, 0.5))
     return below, n, p
 
 
@@ -154,13 +153,102 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
 def clopper_pearson(successes, trials, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Exact two-sided 1 - alpha interval of a binomial proportion (beta quantiles), vectorised;
     trials = 0 gives [0, 1]."""
-    from scipy import stats
-
     x = np.asarray(successes, dtype=np.float64)
     m = np.asarray(trials, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(x > 0, stats.beta.ppf(alpha / 2, x, m - x + 1), 0.0)
-        high = np.where(x < m, stats.beta.ppf(1 - alpha / 2, x + 1, m - x), 1.0)
+        low = np.where(x > 0, beta_ppf(alpha / 2, x, m - x + 1), 0.0)
+        high = np.where(x < m, beta_ppf(1 - alpha / 2, x + 1, m - x), 1.0)
     low = np.where(m > 0, np.nan_to_num(low, nan=0.0), 0.0)
     high = np.where(m > 0, np.nan_to_num(high, nan=1.0), 1.0)
     return low, high
+
+
+# ------------------------------------------- scipy.stats' distributions without scipy.stats
+# ``scipy.stats.beta.ppf``, ``hypergeom.sf`` and ``binom.sf`` are argument checks and boundary
+# values around scipy.special's (Boost) ufuncs; done here around the same ufuncs, they give the
+# same floats (tests/test_stats.py checks them equal on grids with the boundary cases) without
+# importing scipy.stats, ~0.8 CPU s of each job that needs nothing else of it (the lift, the
+# personalization probe's sign test). A scipy
+# without these ufuncs (private names) gets scipy.stats' own functions.
+
+
+def _ufuncs():
+    try:
+        from scipy.special._ufuncs import _beta_ppf, _binom_sf, _hypergeom_sf
+    except ImportError:
+        return None
+    return _beta_ppf, _hypergeom_sf, _binom_sf
+
+
+def beta_ppf(q, a, b):
+    """``scipy.stats.beta.ppf(q, a, b)``: nan where a or b is not above 0 or q is outside
+    [0, 1]; 0 at q = 0, 1 at q = 1."""
+    ufuncs = _ufuncs()
+    if ufuncs is None:
+        from scipy import stats
+
+        return stats.beta.ppf(q, a, b)
+    q, a, b = np.asarray(q), np.asarray(a), np.asarray(b)
+    valid = (a > 0) & (b > 0)
+    inside = valid & (0 < q) & (q < 1)
+    out = np.full(np.broadcast_shapes(q.shape, a.shape, b.shape), np.nan)
+    out[np.broadcast_to(valid & (q == 0), out.shape)] = 0.0
+    out[np.broadcast_to(valid & (q == 1), out.shape)] = 1.0
+    if np.any(inside):
+        # scipy.stats multiplies by the scale 1 and adds the location 0 (a -0.0 becomes 0.0)
+        out[inside] = ufuncs[0](*_at(inside, q, a, b)) * 1 + 0
+    return out[()] if out.ndim == 0 else out
+
+
+def hypergeom_sf(k, big_n, big_k, n):
+    """``scipy.stats.hypergeom.sf(k, big_n, big_k, n)``: P(X > k) for X the number of marked
+    items among n drawn from big_n of which big_k are marked; 1 below the support, 0 from its
+    top on, nan for impossible parameters."""
+    ufuncs = _ufuncs()
+    if ufuncs is None:
+        from scipy import stats
+
+        return stats.hypergeom.sf(k, big_n, big_k, n)
+    k, big_n, big_k, n = (np.asarray(v) for v in (k, big_n, big_k, n))
+    low, high = np.maximum(n - (big_n - big_k), 0), np.minimum(big_k, n)
+    valid = (big_n > 0) & (big_k >= 0) & (n >= 0) & (big_k <= big_n) & (n <= big_n)
+    valid &= _integral(big_n) & _integral(big_k) & _integral(n)
+    inside = valid & (k >= low) & (k < high) & np.isfinite(k)
+    shape = np.broadcast_shapes(*(v.shape for v in (k, big_n, big_k, n)))
+    out = np.zeros(shape)
+    out[np.broadcast_to(~valid | np.isnan(k), shape)] = np.nan
+    out[np.broadcast_to(((k < low) | np.isneginf(k)) & valid, shape)] = 1.0
+    if np.any(inside):
+        out[inside] = np.clip(ufuncs[1](*_at(inside, k, big_k, n, big_n)), 0, 1)
+    return out[()] if out.ndim == 0 else out
+
+
+def binom_sf(k, n, p):
+    """``scipy.stats.binom.sf(k, n, p)``: P(X > k) for X ~ Binomial(n, p); 1 below 0, 0 from n
+    on, nan for impossible parameters."""
+    ufuncs = _ufuncs()
+    if ufuncs is None:
+        from scipy import stats
+
+        return stats.binom.sf(k, n, p)
+    k, n, p = np.asarray(k), np.asarray(n), np.asarray(p)
+    valid = (n >= 0) & _integral(n) & (p >= 0) & (p <= 1)
+    inside = valid & (k >= 0) & (k < n) & np.isfinite(k)
+    shape = np.broadcast_shapes(k.shape, n.shape, p.shape)
+    out = np.zeros(shape)
+    out[np.broadcast_to(~valid | np.isnan(k), shape)] = np.nan
+    out[np.broadcast_to(((k < 0) | np.isneginf(k)) & valid, shape)] = 1.0
+    if np.any(inside):
+        k_at, n_at, p_at = _at(inside, k, n, p)
+        out[inside] = np.clip(ufuncs[2](np.floor(k_at), n_at, p_at), 0, 1)
+    return out[()] if out.ndim == 0 else out
+
+
+def _integral(x: np.ndarray) -> np.ndarray:
+    return x == np.round(x)
+
+
+def _at(where: np.ndarray, *args: np.ndarray) -> list[np.ndarray]:
+    """The arguments at the positions ``where`` (broadcast to its shape), flattened."""
+    where = np.broadcast_to(where, np.broadcast_shapes(where.shape, *(a.shape for a in args)))
+    return [np.broadcast_to(a, where.shape)[where] for a in args]

@@ -20,13 +20,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from splits.hypotheses.fighting_words import (
-    informative_prior,
-    side_counts,
-    top_indices,
-    z_scores,
-)
-from splits.hypotheses.heldout import DISCOVERY, HELDOUT, split_halves
+from splits.hypotheses.fighting_words import informative_prior, top_indices, z_scores
+from splits.hypotheses.gram_table import GramTable
+from splits.hypotheses.heldout import DISCOVERY, HELDOUT, heldout_mask
 from splits.hypotheses.retrieval import pools_of_topic
 from splits.hypotheses.settings import FightingWordsSettings
 from splits.text import POLARS_WORD_PATTERN, words
@@ -44,15 +40,11 @@ def pool_scope(topic: str, group_a: str, group_b: str) -> str:
 def pool_halves(
     pool_post_ids: Sequence[str], threads: Mapping[str, str], scope: str, seed: int, fraction: float
 ) -> np.ndarray:
-    """``True`` for the pool's held-out posts (in the pool's order)."""
-    frame = pl.DataFrame(
-        {
-            "post_id": list(pool_post_ids),
-            "conversation_id": [threads.get(p) for p in pool_post_ids],
-        },
-        schema={"post_id": pl.String, "conversation_id": pl.String},
-    )
-    return (split_halves(frame, seed, fraction, scope)["half"] == HELDOUT).to_numpy()
+    """``True`` for the pool's held-out posts (in the pool's order): a post's thread, or the
+    post itself where its thread is unknown, as ``split_halves`` splits a frame."""
+    units = [threads.get(p) for p in pool_post_ids]
+    units = [p if unit is None else unit for p, unit in zip(pool_post_ids, units, strict=True)]
+    return heldout_mask(units, seed, fraction, scope)
 
 
 def ngram_counts(
@@ -76,19 +68,6 @@ def ngram_counts(
     return pl.concat(grams).group_by("gram").len(name="count")
 
 
-def _background_counts(
-    terms: Sequence[str], totals: pl.DataFrame, heldout_counts: pl.DataFrame
-) -> np.ndarray:
-    """Counts of ``terms`` in the pair's posts everywhere, less this pool's held-out half."""
-    frame = (
-        pl.DataFrame({"gram": list(terms)}, schema={"gram": pl.String})
-        .join(totals, on="gram", how="left")
-        .join(heldout_counts.rename({"count": "heldout"}), on="gram", how="left")
-        .select((pl.col("count").fill_null(0) - pl.col("heldout").fill_null(0)).alias("n"))
-    )
-    return frame["n"].to_numpy().astype(np.float64)
-
-
 def baseline_records(
     topic_posts: pl.DataFrame,
     threads: Mapping[str, str],
@@ -107,10 +86,12 @@ def baseline_records(
     tokenizer = fw.tokenizer()
     for a, b in pairs:
         pair_rows = topic_posts.filter(pl.col("demographic").is_in([a, b]))
+        pair_texts = pair_rows["text"].cast(pl.String).fill_null("")
+        # the pair's distinct texts cut into n-grams once (not once per pool and held-out half);
+        # one pair at a time, so that memory holds the n-grams of one pair's posts
+        table = GramTable(pair_texts.unique(maintain_order=True).to_list(), fw.ngram_max, tokenizer)
         totals = (
-            ngram_counts(pair_rows["text"], fw.ngram_max, tokenizer)
-            if fw.prior == "informative"
-            else None
+            table.background_counts(pair_texts.to_list()) if fw.prior == "informative" else None
         )
         for topic in topics:
             rows = pair_rows.filter(pl.col("topic") == topic)
@@ -136,19 +117,17 @@ def baseline_records(
             if not disc_a or not disc_b:
                 skipped["pool_without_discovery_posts_of_a_group"] += 2
                 continue
-            vocabulary, counts_a, counts_b = side_counts(disc_a, disc_b, fw, tokenizer)
+            vocabulary, counts_a, counts_b, gram_ids = table.side_counts(disc_a, disc_b, fw)
             if not vocabulary.terms:
                 skipped["no_ngram_within_the_document_frequency_bounds"] += 2
                 continue
             if fw.prior == "uniform":
                 prior = np.full(len(vocabulary.terms), float(fw.uniform_prior))
             else:
-                held = ngram_counts(
-                    pl.Series(texts[heldout].tolist(), dtype=pl.String), fw.ngram_max, tokenizer
-                )
-                prior = informative_prior(
-                    _background_counts(vocabulary.terms, totals, held), fw.prior_scale
-                )
+                # the pair's counts everywhere less this pool's held-out half
+                held = table.heldout_counts(texts[heldout].tolist(), gram_ids)
+                background = (totals[gram_ids] - held).astype(np.float64)
+                prior = informative_prior(background, fw.prior_scale)
             z = z_scores(counts_a, counts_b, prior)
             for target, sign in ((a, 1.0), (b, -1.0)):
                 size = min(

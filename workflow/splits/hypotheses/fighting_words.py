@@ -39,13 +39,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
 from splits.errors import ConfigError
 from splits.text import STOP_WORDS, compile_token_pattern, words
+
+# scipy.sparse is imported where a matrix is made (document_terms): the hypotheses baseline
+# (splits.hypotheses.gram_table) counts without one, and the import was 0.4 CPU s of its job
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 PRIORS = ("informative", "uniform")
 NO_CLEANING, CONVOKIT = "none", "convokit"
@@ -152,6 +157,8 @@ def document_terms(
 ) -> tuple[sp.csr_matrix, Vocabulary]:
     """The document-term count matrix of ``texts`` (CSR, int64) and its vocabulary (sorted,
     or the one given, whose other n-grams are not counted)."""
+    import scipy.sparse as sp
+
     low, high = ngram_range
     index = vocabulary.index() if vocabulary is not None else {}
     rows: list[int] = []
@@ -191,23 +198,40 @@ def limit_vocabulary(
     ``CountVectorizer`` keeps: its call, numpy's default (unstable) argsort of the negated
     counts in alphabetical order, whose choice among equal counts is numpy's (it may differ
     between numpy versions and CPUs, as scikit-learn's own does)."""
+    dfs = np.bincount(matrix.indices, minlength=matrix.shape[1])
+    totals = np.asarray(matrix.sum(axis=0)).ravel()
+    columns = limit_vocabulary_columns(
+        dfs, totals, matrix.shape[0], min_df, max_df, max_features, ties=ties
+    )
+    return matrix[:, columns].tocsr(), Vocabulary(tuple(vocabulary.terms[i] for i in columns))
+
+
+def limit_vocabulary_columns(
+    dfs: np.ndarray,
+    totals: np.ndarray,
+    n_docs: int,
+    min_df: int,
+    max_df: float,
+    max_features: int | None,
+    *,
+    ties: str,
+) -> np.ndarray:
+    """The columns ``limit_vocabulary`` keeps (ascending) of n-grams in alphabetical order with
+    document frequencies ``dfs`` and total counts ``totals`` (int64) over ``n_docs`` documents
+    (one rule for the matrix and for ``splits.hypotheses.gram_table``'s counts)."""
     if ties not in (ALPHABETICAL, SCIKIT_LEARN):
         raise ConfigError(
             f"hypotheses.fighting_words.max_features_ties: unknown value {ties!r} "
             f"({ALPHABETICAL} or {SCIKIT_LEARN})"
         )
-    n_docs = matrix.shape[0]
-    dfs = np.bincount(matrix.indices, minlength=matrix.shape[1])
     keep = (dfs >= min_df) & (dfs <= max_df * n_docs)
     if max_features is not None and keep.sum() > max_features:
-        totals = np.asarray(matrix.sum(axis=0)).ravel()
         candidates = np.flatnonzero(keep)  # alphabetical, so a stable sort breaks ties by term
         kind = "stable" if ties == ALPHABETICAL else None  # None: numpy's default, as sklearn
         chosen = candidates[np.argsort(-totals[candidates], kind=kind)[:max_features]]
         keep = np.zeros_like(keep)
         keep[chosen] = True
-    columns = np.flatnonzero(keep)
-    return matrix[:, columns].tocsr(), Vocabulary(tuple(vocabulary.terms[i] for i in columns))
+    return np.flatnonzero(keep)
 
 
 def z_scores(counts_a: np.ndarray, counts_b: np.ndarray, prior: np.ndarray) -> np.ndarray:

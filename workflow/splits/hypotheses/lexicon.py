@@ -24,6 +24,7 @@ set).
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -75,6 +76,17 @@ def entry_tokens(entry: str) -> tuple[str, ...]:
 
 def canonical_lexicon(lexicon: Iterable[str]) -> tuple[tuple[str, ...], ...]:
     """The lexicon as a sorted tuple of distinct token tuples (what the retrieval sees)."""
+    entries = tuple(lexicon)
+    try:
+        return _canonical(entries)
+    except TypeError:  # an entry that is not hashable (a list from a hand-written query)
+        return _canonical.__wrapped__(entries)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(lexicon: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    # cached: the lift asks for a lexicon's form four times (its scores on the pool and on the
+    # held-out half, and each ranking's seed), the word cutting of every entry each time
     return tuple(sorted({t for t in (entry_tokens(e) for e in lexicon) if t}))
 
 

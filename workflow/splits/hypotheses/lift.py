@@ -34,13 +34,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-from scipy import special, stats
+from scipy import special
 
 from splits.hypotheses.lexicon import Hypothesis
 from splits.hypotheses.release import release_counts, release_list
 from splits.hypotheses.retrieval import PoolIndex, depth, list_length, pools_of_topic
 from splits.hypotheses.settings import RELEASE, LiftSettings, RetrievalSettings
-from splits.stats import clopper_pearson
+from splits.retrieval.phrases import PositionalIndex
+from splits.stats import clopper_pearson, hypergeom_sf
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ MATCHES_SCHEMA = {"hypothesis_id": pl.String, "matched_keys": pl.List(pl.UInt64)
 def hypergeom_p(hits, n, target_in_list, list_size) -> np.ndarray:
     """One-sided P(X >= hits), X ~ Hypergeom(list_size, target_in_list, n)."""
     hits = np.asarray(hits)
-    return stats.hypergeom.sf(hits - 1, list_size, target_in_list, n)
+    return hypergeom_sf(hits - 1, list_size, target_in_list, n)
 
 
 def _population_lift(top_share, rest_share, fraction) -> np.ndarray:
@@ -213,12 +214,13 @@ def lift_statistics(hits, n, target_in_list, list_size, alpha: float) -> dict[st
 # --------------------------------------------------------------------------- one ranked list
 
 
-def pool_index(pool, retrieval: RetrievalSettings, analyzer=None) -> PoolIndex:
+def pool_index(pool, retrieval: RetrievalSettings, analyzer=None, positions=None) -> PoolIndex:
     """The pool's index under the retrieval settings (robertson with words: rank_bm25's BM25
-    computed by the index itself; another variant or analyzer: ``splits.retrieval.bm25``)."""
+    computed by the index itself; another variant or analyzer: ``splits.retrieval.bm25``);
+    ``positions``: its posts' word positions when at hand."""
     if retrieval.is_default:
-        return PoolIndex(pool, retrieval.bm25)
-    return PoolIndex(pool, retrieval.bm25, analyzer=analyzer)
+        return PoolIndex(pool, retrieval.bm25, positions=positions)
+    return PoolIndex(pool, retrieval.bm25, analyzer=analyzer, positions=positions)
 
 
 def depth_counts(
@@ -417,6 +419,9 @@ def evaluate_set(
 
     result = SetResult()
     analyzer = settings.retrieval.make_analyzer()
+    # the posts' words are splits.text.words (no other analyzer): the pools' indexes are read
+    # from one index of their topic's posts, the held-out halves' from their pool's
+    plain = settings.retrieval.is_default or analyzer is None
     by_pool: dict[tuple[str, str, str], list[Hypothesis]] = {}
     for h in hypotheses:
         by_pool.setdefault((h.topic, h.demographic_a, h.demographic_b), []).append(h)
@@ -435,6 +440,10 @@ def evaluate_set(
         pools, in_both = pools_of_topic(
             rows, topic, pairs, row_order=settings.retrieval.mode == RELEASE
         )
+        if plain:  # the topic's posts cut into words once: a post is in a pool of each pair
+            texts = list(dict.fromkeys(t for pool in pools.values() for t in pool.texts))
+            text_at = {text: i for i, text in enumerate(texts)}
+            topic_words = PositionalIndex(texts)
         for pair in pairs:
             todo = by_pool[(topic, *pair)]
             pool = pools[pair]
@@ -450,7 +459,10 @@ def evaluate_set(
                     len(todo),
                 )
                 continue
-            index = pool_index(pool, settings.retrieval, analyzer)
+            words = None
+            if plain:
+                words = topic_words.subset(np.array([text_at[t] for t in pool.texts]))
+            index = pool_index(pool, settings.retrieval, analyzer, words)
             result.pools += 1
             held_index = None
             if heldout:
@@ -463,7 +475,8 @@ def evaluate_set(
                 )
                 half = subpool(pool, keep)
                 if half.size and half.is_a.any() and not half.is_a.all():
-                    held_index = pool_index(half, settings.retrieval, analyzer)
+                    words = index.positions.subset(keep) if plain else None
+                    held_index = pool_index(half, settings.retrieval, analyzer, words)
                     result.heldout_pools += 1
                 else:
                     result.skipped["heldout_half_lacks_a_group"] += len(todo)

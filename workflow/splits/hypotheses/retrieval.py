@@ -139,11 +139,13 @@ class PoolIndex:
         pool: Pool,
         params: BM25Params,
         analyzer: Analyzer | None = None,
+        positions: PositionalIndex | None = None,
     ):
         """``params``: the BM25 variant and its k1, b and epsilon (``hypotheses.retrieval``'s,
         ``RetrievalSettings.bm25``). Robertson's is computed by the index itself (rank_bm25's
         float operations), another method's by ``splits.retrieval.bm25``'s scorer. ``analyzer``: the tokens of posts and entries
-        (default: lowercase letter/digit runs)."""
+        (default: lowercase letter/digit runs). ``positions``: the word positions of the pool's
+        posts when they are at hand (``PositionalIndex.subset`` of a larger pool's)."""
         if pool.size == 0:
             raise ValueError(f"pool {pool.topic!r} {pool.group_a}/{pool.group_b} has no posts")
         self.pool = pool
@@ -153,7 +155,9 @@ class PoolIndex:
         # word positions (the phrase matcher shared with the topic splits): term ids by first
         # appearance (rank_bm25's vocabulary order, which fixes the float sum behind the mean
         # idf of the epsilon floor), positions grouped by term, ascending within a term
-        if analyzer is not None:
+        if positions is not None:
+            self.positions = positions
+        elif analyzer is not None:
             self.positions = PositionalIndex(tokens=analyzer.tokenize_many(pool.texts))
         else:
             self.positions = PositionalIndex(pool.texts)

@@ -76,7 +76,6 @@ class PositionalIndex:
                 pl.col("text").fill_null("").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
             )
             tok = frame.get_column("text")
-        n_docs = len(tok)
         doc_len = tok.list.len().fill_null(0).to_numpy().astype(np.int64)
         flat = tok.explode().drop_nulls()
         if only is None:
@@ -99,6 +98,13 @@ class PositionalIndex:
             .to_numpy()
             .astype(np.int64)
         )
+        self._positions(term, doc_len, n_terms, only is not None)
+
+    def _positions(self, term: np.ndarray, doc_len: np.ndarray, n_terms: int, only: bool):
+        """The positions, postings and term starts of the documents' words (``term``: each
+        word's term id, in document order; ``doc_len``: words per document)."""
+        n_docs = len(doc_len)
+        self.only = only
         self.doc_start = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(doc_len + 1, out=self.doc_start[1:])
         n_positions = int(self.doc_start[-1])
@@ -109,7 +115,7 @@ class PositionalIndex:
         self.tokens = np.full(n_positions, -1, dtype=np.int64)
         self.tokens[position] = term
         self.tokens = _ids(self.tokens, max(n_terms + 1, 1))
-        if only is not None:  # postings of the asked words only
+        if only:  # postings of the asked words only
             asked_at = term < n_terms
             position, term = position[asked_at], term[asked_at]
         order = np.argsort(term, kind="stable")
@@ -117,6 +123,32 @@ class PositionalIndex:
         self.term_start = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(np.bincount(term, minlength=n_terms)[:n_terms], out=self.term_start[1:])
         self.doc_len = doc_len
+
+    def subset(self, keep: np.ndarray) -> PositionalIndex:
+        """The index of the documents where ``keep`` (booleans) is true, or of the documents
+        ``keep`` (positions, in that order, repeats allowed), as built from their texts: the
+        words are read from this index's positions instead of being cut again (the lift indexes
+        a topic's posts once, then each pool of the topic and its held-out half). Not for an
+        ``only`` index."""
+        if self.only:
+            raise ValueError("an index of some words only (only=...) has no subset")
+        keep = np.asarray(keep)
+        docs = np.flatnonzero(keep) if keep.dtype == bool else keep.astype(np.int64)
+        doc_len = self.doc_len[docs]
+        # each kept word's position: its document's start plus its rank within the document
+        starts = np.repeat(self.doc_start[docs] - (np.cumsum(doc_len) - doc_len), doc_len)
+        full = self.tokens[starts + np.arange(int(doc_len.sum()), dtype=np.int64)]
+        full = full.astype(np.int64)
+        # the vocabulary by first appearance over the kept documents, as a build from the texts
+        present, first = np.unique(full, return_index=True)
+        present = present[np.argsort(first, kind="stable")]
+        renumber = np.zeros(len(self.vocabulary) + 1, dtype=np.int64)
+        renumber[present] = np.arange(len(present), dtype=np.int64)
+        terms = list(self.vocabulary)
+        index = PositionalIndex.__new__(PositionalIndex)
+        index.vocabulary = {terms[t]: i for i, t in enumerate(present.tolist())}
+        index._positions(renumber[full], doc_len, len(present), False)
+        return index
 
     @property
     def n_docs(self) -> int:

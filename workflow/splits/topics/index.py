@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
 from splits.errors import ConfigError
 from splits.retrieval.bm25 import LUCENE, ROBERTSON, BM25Params, BM25Scorer, merge_clauses
@@ -38,6 +38,11 @@ from splits.topics.corpus import (
     _token_list_blocks,
     _vocabulary_frame,
 )
+
+# scipy.sparse is imported where an index is built: the topic splits' merge job imports this
+# module (through splits.topics.scoring's hit schema) and builds none (0.2 CPU s of its job)
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,8 @@ class BM25Index:
             tf = tf_count.astype(np.float64)
             indices[slot] = doc
             weight[slot] = tf if scorer is not None else tf * (k1 + 1) / (tf + length_norm[doc])
+        import scipy.sparse as sp
+
         idf = np.where(idf_raw < 0, epsilon * average_idf, idf_raw)
         weights = sp.csc_matrix(
             (weight, indices, indptr.astype(index_dtype)), shape=(n_docs, n_terms), copy=False
