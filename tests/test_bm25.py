@@ -255,27 +255,41 @@ def test_fast_tokeniser_on_tricky_texts():
     assert topic_corpus._token_frame(series).equals(reference_word_frame(series, True))
 
 
-@pytest.mark.parametrize("arrow_type", [pa.string(), pa.large_string()])
-def test_ascii_word_texts_reads_arrow_slices_and_null_slots(arrow_type):
+def test_ascii_word_text_maps_bytes_marks_texts_and_blanks_unicode():
     texts = ["Ab,c", "héllo", None, "", "UP down", "中", "tail9"]
-    arrow = pa.array(texts, type=arrow_type)
-    # a null whose slot holds bytes (Arrow allows it): no words, and not sent to the regex path
+    # a null whose Arrow slot holds bytes (Arrow allows it): no words, and not sent to the regex
     offsets = pa.array([0, 2, 4, 6], type=pa.int64()).buffers()[1]
     odd = pa.LargeStringArray.from_buffers(
         3, offsets, pa.py_buffer("abé!x".encode()), pa.py_buffer(bytes([0b101]))
     )
-    cases = [(arrow, texts), (arrow.slice(1, 5), texts[1:6]), (odd, ["ab", None, "!x"])]
-    for arr, expected in cases:
-        mapped, unicode_docs = splits_text._ascii_word_texts(arr)
+    series = pl.Series("text", texts, dtype=pl.String)
+    cases = [
+        (series, texts),
+        (series.slice(1, 5), texts[1:6]),
+        (pl.Series(odd), ["ab", None, "!x"]),
+    ]
+    for texts_in, expected in cases:
+        filled = texts_in.fill_null("")
+        lengths = filled.str.len_bytes().cast(pl.Int64).to_numpy()
+        joined, unicode_docs = splits_text._ascii_word_text(filled, lengths)
         want = [
-            None if t is None or not t.isascii()
-            else "".join(c.lower() if c.isascii() and c.isalnum() else " " for c in t)
+            " " * len((t or "").encode()) if t is not None and not t.isascii()
+            else "".join(c.lower() if c.isalnum() else " " for c in t or "")
             for t in expected
         ]  # fmt: skip
-        assert mapped.to_pylist() == want
+        assert joined == " \x01 ".join(want)
         assert unicode_docs.tolist() == [
             i for i, t in enumerate(expected) if t is not None and not t.isascii()
         ]
+
+
+def test_fast_tokeniser_joins_at_most_so_many_bytes(monkeypatch):
+    texts = pl.Series("text", [*ASCII_SAMPLES, None, *UNICODE_SAMPLES] * 3, dtype=pl.String)
+    expected = {drop: reference_word_frame(texts, drop) for drop in (False, True)}
+    monkeypatch.setattr(splits_text, "_MAX_JOINED_BYTES", 40)  # halves down to one text each
+    for drop in (False, True):
+        got = word_frame(texts, drop)
+        assert got.schema == expected[drop].schema and got.equals(expected[drop])
 
 
 def test_fast_tokeniser_on_real_reddit_text(reference_dir, dreaddit):

@@ -8,7 +8,7 @@
 - ``content_words``: ``words`` without ``STOP_WORDS``: the BM25 topic splits' documents and
   queries (scored exactly as ``rank_bm25`` scores these token lists).
 - ``word_frame``: ``words`` (or ``content_words``) of a polars Series of texts at once, as
-  (doc, tok) rows: the same tokens as ``reference_word_frame`` (polars' lowercase and regex, the
+  (doc, tok) rows: the same rows as ``reference_word_frame`` (polars' lowercase and regex, the
   definition), found faster for ASCII texts (``word_frame``'s docstring says how).
 - ``STOP_WORDS``: the one English stop-word list of the project (the Glasgow IR group's list as
   shipped by scikit-learn).
@@ -25,15 +25,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from splits.errors import ConfigError
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 WORD_PATTERN = r"[^\W_]+"  # Python: letters (L*) and numbers (N*), i.e. \w without "_"
 POLARS_WORD_PATTERN = r"[\p{L}\p{N}]+"  # the same class for polars' (Rust) regex engine
@@ -116,6 +112,9 @@ _ASCII_WORD_BYTES = np.array(
     [c + 32 if 65 <= c <= 90 else c if 97 <= c <= 122 or 48 <= c <= 57 else 32 for c in range(256)],
     dtype=np.uint8,
 )
+_DOC_MARK = "\x01"  # between two texts (as the middle byte of _DOC_SEPARATOR): never a word
+_DOC_SEPARATOR = " \x01 "
+_MAX_JOINED_BYTES = 2**31  # the most bytes joined into one string (polars: below 4 GiB)
 
 
 def reference_word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
@@ -147,26 +146,38 @@ def word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
 
     In ASCII, polars' lowercase maps A-Z to a-z and nothing else, and ``[\\p{L}\\p{N}]`` is
     ``[A-Za-z0-9]`` (no other ASCII character is a letter or a number), so the words of an ASCII
-    text are the maximal runs of ``[a-z0-9]`` of the text with A-Z lowered. Each byte of the
-    texts' Arrow buffer is mapped by one table (``_ASCII_WORD_BYTES``: a letter or digit lowered,
-    any other byte a space) and the mapped texts split on the space: the pieces that are not
-    empty are the words, in order. Texts holding a byte >= 0x80 (any non-ASCII character) are
-    null in the mapped texts and go through ``reference_word_frame``; its rows are put back in
-    document order by a stable sort (each document's rows come from one path, in text order)."""
+    text are the maximal runs of ``[a-z0-9]`` of the text with A-Z lowered. The texts are joined
+    into one string, each byte mapped by one table (``_ASCII_WORD_BYTES``: a letter or digit
+    lowered, any other byte a space) with a mark between texts (``_DOC_MARK`` between spaces),
+    and the string split on the space: the pieces that are neither empty nor the mark are the
+    words, in order, and the marks before a piece count its document. Texts holding a byte
+    >= 0x80 (any non-ASCII character) are blanked there and go through ``reference_word_frame``;
+    its rows are put back in document order by a stable sort (each document's rows come from
+    one path, in text order). No pyarrow: the jobs that tokenise do not import it."""
     texts = texts.cast(pl.String)
-    if texts.len() == 0:
+    n = texts.len()
+    if n == 0:
         return reference_word_frame(texts, drop_stop_words)
-    mapped, unicode_docs = _ascii_word_texts(texts.to_arrow())
-    kept = pl.col("tok").is_not_null() & (pl.col("tok") != "")
-    if drop_stop_words:
-        kept = kept & ~pl.col("tok").is_in(STOP_WORDS_SERIES.implode())
+    filled = texts.fill_null("")
+    lengths = filled.str.len_bytes().cast(pl.Int64).to_numpy()
+    if int(lengths.sum()) + len(_DOC_SEPARATOR) * n > _MAX_JOINED_BYTES and n > 1:
+        half = n // 2  # a polars string holds less than 4 GiB: two halves, each joined alone
+        first = word_frame(texts.slice(0, half), drop_stop_words)
+        second = word_frame(texts.slice(half), drop_stop_words)
+        shift = pl.lit(half, dtype=first.schema["doc"])
+        return pl.concat([first, second.with_columns(pl.col("doc") + shift)])
+    joined, unicode_docs = _ascii_word_text(filled, lengths)
+    dropped = ["", _DOC_MARK] + (STOP_WORDS_SERIES.to_list() if drop_stop_words else [])
     fast = (
-        pl.DataFrame({"text": pl.Series("text", mapped)})
-        .with_row_index("doc")
+        pl.DataFrame({"tok": [joined]}, schema={"tok": pl.String})
         .lazy()
-        .select(pl.col("doc"), pl.col("text").str.split(" ").alias("tok"))
+        .select(pl.col("tok").str.split(" "))
         .explode("tok")
-        .filter(kept)
+        .select(
+            doc=(pl.col("tok") == _DOC_MARK).cum_sum().cast(pl.get_index_type()),
+            tok=pl.col("tok"),
+        )
+        .filter(~pl.col("tok").is_in(pl.Series(dropped, dtype=pl.String).implode()))
         .collect()
     )
     if len(unicode_docs) == 0:
@@ -177,36 +188,21 @@ def word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
     return pl.concat([fast, slow]).sort("doc", maintain_order=True)  # stable: text order kept
 
 
-def _ascii_word_texts(arr: pa.Array | pa.ChunkedArray) -> tuple[pa.LargeStringArray, np.ndarray]:
-    """The Arrow texts ``arr`` (string or large_string, any offset) with every byte mapped by
-    ``_ASCII_WORD_BYTES``, null where the text is null or holds a byte >= 0x80; and the indices
-    of the latter texts (not null), ascending."""
-    import pyarrow as pa
-
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    n = len(arr)
-    _, offsets_buffer, data_buffer = arr.buffers()
-    offsets = np.zeros(1, dtype=np.int64)
-    if offsets_buffer is not None and n:
-        offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[arr.offset : arr.offset + n + 1]
-    data = np.zeros(0, dtype=np.uint8)
-    if data_buffer is not None:
-        data = np.frombuffer(data_buffer, dtype=np.uint8)[offsets[0] : offsets[-1]]
-    offsets = offsets - offsets[0]
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    unicode = np.zeros(n, dtype=bool)
-    unicode[np.searchsorted(offsets, np.flatnonzero(data >= 0x80), side="right") - 1] = True
-    unicode &= valid  # a null's slot may hold bytes: it has no words either way
-    mapped = pa.LargeStringArray.from_buffers(
-        n,
-        pa.py_buffer(offsets),
-        pa.py_buffer(_ASCII_WORD_BYTES[data]),
-        pa.py_buffer(np.packbits(valid & ~unicode, bitorder="little")),
-    )
-    return mapped, np.flatnonzero(unicode)
+def _ascii_word_text(filled: pl.Series, lengths: np.ndarray) -> tuple[str, np.ndarray]:
+    """The texts ``filled`` (String, no nulls; ``lengths`` their lengths in bytes) joined by
+    ``_DOC_SEPARATOR`` with every byte mapped by ``_ASCII_WORD_BYTES``, each separator's middle
+    byte then set to ``_DOC_MARK``, and every byte of a text holding a byte >= 0x80 made a
+    space; and the indices of those texts, ascending."""
+    data = np.frombuffer(filled.str.join(_DOC_SEPARATOR).cast(pl.Binary).item(), dtype=np.uint8)
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths + len(_DOC_SEPARATOR), out=starts[1:])
+    unicode = np.zeros(len(lengths), dtype=bool)
+    unicode[np.searchsorted(starts, np.flatnonzero(data >= 0x80), side="right") - 1] = True
+    words = _ASCII_WORD_BYTES[data]
+    if unicode.any():
+        words[np.repeat(unicode, lengths + len(_DOC_SEPARATOR))[: len(words)]] = 32
+    words[starts[1:-1] - 2] = ord(_DOC_MARK)
+    return str(memoryview(words), "ascii"), np.flatnonzero(unicode)
 
 
 def compile_token_pattern(token_pattern: str) -> re.Pattern:
