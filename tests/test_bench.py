@@ -36,6 +36,7 @@ DONE = {
     "bench_llm_dag": "engine builds:",
     "bench_scale": "scale:",
     "bench_selfid_users": "same curves",
+    "bench_topic_tokens": "same tokens and statistics",
 }
 
 

@@ -8,13 +8,17 @@ import json
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 import rank_bm25
 from helpers import write_topics_yaml
+from hypothesis import given, settings
+from hypothesis import strategies as hst
+from splits import text as splits_text
 from splits.config.definitions import Topic, load_topics
 from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
-from splits.text import STOP_WORDS, content_words, query_tokens
+from splits.text import STOP_WORDS, content_words, query_tokens, reference_word_frame, word_frame
 from splits.topics import cli as topics_cli
 from splits.topics import corpus as topic_corpus
 from splits.topics import in_process
@@ -181,6 +185,121 @@ def test_tokenisation_documented_rules():
     by_doc = frame.group_by("doc", maintain_order=True).agg("tok")
     as_lists = {d: t for d, t in by_doc.iter_rows()}
     assert [as_lists.get(i, []) for i in range(len(texts))] == [content_words(t) for t in texts]
+
+
+# --------------------------------------------------------------------------- the fast tokeniser
+# splits.text.word_frame (ASCII texts through a byte table and a split, the others through
+# polars' regex) against reference_word_frame (polars' lowercase and regex on every text)
+
+UNICODE_SAMPLES = [
+    "café", "STRASSE Straße", "İstanbul İİ", "ΣΟΦΙΑ Ελληνικά ΟΔΟΣ", "中文字符 日本語テキスト",
+    "emoji 😀 ok👍🏽 ❤️", "e\u0301 combining a\u0308", "ǅemal ǈ", "Ⅻ roman ⅻ", "١٢٣ arabic",
+    "ﬁne ligature", "naïve—dash “quotes” it’s", "\u00a0nbsp\u2003em", "Ünïcode ÉTÉ",
+]  # fmt: skip
+ASCII_SAMPLES = [
+    "", "!!! ... --- ???", "0123 456 7.89", "MiXeD CaSe WORDS", "the cat and the",
+    "The", "word", "a b c", "don't snake_case C++ e-mail", "\x00\x01\x7f tab\tnew\nline\r",
+    "exactly12chr thirteen13chr aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "  leading and trailing  ",
+    "x", "A1b2C3", "AFTERWARDS nevertheless Zebra",
+]  # fmt: skip
+
+
+def assert_fast_tokeniser_exact(series: pl.Series) -> None:
+    for drop in (False, True):
+        reference = reference_word_frame(series, drop_stop_words=drop)
+        fast = word_frame(series, drop_stop_words=drop)
+        assert fast.schema == reference.schema
+        assert fast.equals(reference), (drop, series.to_list()[:20])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=hst.lists(
+        hst.one_of(
+            hst.none(),
+            hst.text(hst.sampled_from(list("aZq09 ,.'_-\t\n!") + ["é", "ß", "İ", "Σ", "中", "😀",
+                                                                   "\u0301", "\x00", "Ⅻ"])),
+            hst.lists(hst.sampled_from(sorted(STOP_WORDS)[:40] + ["Cat", "DOG", "x1"]))
+            .map(" ".join),
+            hst.sampled_from(UNICODE_SAMPLES + ASCII_SAMPLES),
+        ),
+        max_size=25,
+    ),
+    cut=hst.tuples(hst.integers(0, 30), hst.integers(0, 30)),
+)  # fmt: skip
+def test_fast_tokeniser_equals_the_reference_on_random_texts(texts, cut):
+    series = pl.Series("text", texts, dtype=pl.String)
+    assert_fast_tokeniser_exact(series)
+    assert_fast_tokeniser_exact(series.slice(cut[0], cut[1]))  # a slice: offsets not from 0
+    chunked = pl.concat([series, series.slice(cut[0])], rechunk=False)
+    assert_fast_tokeniser_exact(chunked)
+
+
+def test_fast_tokeniser_on_tricky_texts():
+    long_doc = " ".join(["Word", "the", "x9", "naïve"] * 20_000)
+    texts = [*ASCII_SAMPLES, None, *UNICODE_SAMPLES, long_doc, long_doc.replace("naïve", "na"), ""]
+    series = pl.Series("text", texts, dtype=pl.String)
+    assert_fast_tokeniser_exact(series)
+    interleaved = [t for pair in zip(ASCII_SAMPLES, UNICODE_SAMPLES, strict=False) for t in pair]
+    assert_fast_tokeniser_exact(pl.Series(interleaved, dtype=pl.String))
+    for start in range(len(texts)):
+        assert_fast_tokeniser_exact(series.slice(start, 7))
+    assert_fast_tokeniser_exact(pl.Series("text", [], dtype=pl.String))
+    assert_fast_tokeniser_exact(pl.Series("text", [None, None], dtype=pl.String))
+    assert_fast_tokeniser_exact(pl.Series("text", ["only ascii", "here"], dtype=pl.Categorical))
+    for arrow_type in (pa.string(), pa.large_string()):  # Arrow texts of either offset width
+        arrow = pa.array(texts, type=arrow_type)
+        assert_fast_tokeniser_exact(pl.Series("text", arrow))
+        assert_fast_tokeniser_exact(pl.Series("text", arrow.slice(3, 20)))
+    # the token frame of the BM25 splits is the fast one, stop words dropped
+    assert topic_corpus._token_frame(series).equals(reference_word_frame(series, True))
+
+
+def test_ascii_word_text_maps_bytes_marks_texts_and_blanks_unicode():
+    texts = ["Ab,c", "héllo", None, "", "UP down", "中", "tail9"]
+    # a null whose Arrow slot holds bytes (Arrow allows it): no words, and not sent to the regex
+    offsets = pa.array([0, 2, 4, 6], type=pa.int64()).buffers()[1]
+    odd = pa.LargeStringArray.from_buffers(
+        3, offsets, pa.py_buffer("abé!x".encode()), pa.py_buffer(bytes([0b101]))
+    )
+    series = pl.Series("text", texts, dtype=pl.String)
+    cases = [
+        (series, texts),
+        (series.slice(1, 5), texts[1:6]),
+        (pl.Series(odd), ["ab", None, "!x"]),
+    ]
+    for texts_in, expected in cases:
+        filled = texts_in.fill_null("")
+        lengths = filled.str.len_bytes().cast(pl.Int64).to_numpy()
+        joined, unicode_docs = splits_text._ascii_word_text(filled, lengths)
+        want = [
+            " " * len((t or "").encode()) if t is not None and not t.isascii()
+            else "".join(c.lower() if c.isalnum() else " " for c in t or "")
+            for t in expected
+        ]  # fmt: skip
+        assert joined == " \x01 ".join(want)
+        assert unicode_docs.tolist() == [
+            i for i, t in enumerate(expected) if t is not None and not t.isascii()
+        ]
+
+
+def test_fast_tokeniser_joins_at_most_so_many_bytes(monkeypatch):
+    texts = pl.Series("text", [*ASCII_SAMPLES, None, *UNICODE_SAMPLES] * 3, dtype=pl.String)
+    expected = {drop: reference_word_frame(texts, drop) for drop in (False, True)}
+    monkeypatch.setattr(splits_text, "_MAX_JOINED_BYTES", 40)  # halves down to one text each
+    for drop in (False, True):
+        got = word_frame(texts, drop)
+        assert got.schema == expected[drop].schema and got.equals(expected[drop])
+
+
+def test_fast_tokeniser_on_real_reddit_text(reference_dir, dreaddit):
+    path = reference_dir / "realdata" / "convokit_cornell" / "utterances.jsonl"
+    cornell = [json.loads(line).get("text") for line in path.read_text("utf-8").splitlines()]
+    for texts in (cornell, dreaddit):
+        series = pl.Series("text", texts, dtype=pl.String)
+        assert (series.str.len_bytes() != series.str.len_chars()).any()  # both paths are taken
+        assert_fast_tokeniser_exact(series)
+        assert_fast_tokeniser_exact(series.slice(17, 333))
 
 
 def test_top_k_ties_break_by_document():

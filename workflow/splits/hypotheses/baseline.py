@@ -25,7 +25,7 @@ from splits.hypotheses.gram_table import GramTable
 from splits.hypotheses.heldout import DISCOVERY, HELDOUT, heldout_mask
 from splits.hypotheses.retrieval import pools_of_topic
 from splits.hypotheses.settings import FightingWordsSettings
-from splits.text import POLARS_WORD_PATTERN, words
+from splits.text import word_frame, words
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,12 @@ def ngram_counts(
     """(gram, count) of the n-grams (1..``ngram_max``) of ``texts``, tokens as ``tokenizer`` cuts
     them, joined by a space; polars does the counting (and the cutting, for
     ``splits.text.words``)."""
-    frame = pl.DataFrame({"text": texts.cast(pl.String).fill_null("")}).with_row_index("doc")
     if tokenizer is words:
-        cut = pl.col("text").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
+        tokens = word_frame(texts)
     else:  # ConvoKit's cleaning or a token pattern: Python's regex engine, as the scoring's
+        frame = pl.DataFrame({"text": texts.cast(pl.String).fill_null("")}).with_row_index("doc")
         cut = pl.col("text").map_elements(tokenizer, return_dtype=pl.List(pl.String))
-    tokens = frame.select("doc", cut.alias("tok")).explode("tok").drop_nulls("tok")
+        tokens = frame.select("doc", cut.alias("tok")).explode("tok").drop_nulls("tok")
     grams = [tokens.select(pl.col("tok").alias("gram"))]
     for n in range(2, ngram_max + 1):
         parts = [pl.col("tok").shift(-i).over("doc") for i in range(n)]

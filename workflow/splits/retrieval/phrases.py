@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from splits.text import POLARS_WORD_PATTERN, words
+from splits.text import word_frame, words
 
 __all__ = ["PhraseMatches", "PositionalIndex", "match_phrases", "phrase_tokens"]
 
@@ -68,16 +68,16 @@ class PositionalIndex:
         position are most of the build)."""
         if tokens is not None:
             tok = pl.Series("text", [list(t) for t in tokens], dtype=pl.List(pl.String))
+            doc_len = tok.list.len().fill_null(0).to_numpy().astype(np.int64)
+            flat = tok.explode().drop_nulls()
         else:
             series = (
                 texts if isinstance(texts, pl.Series) else pl.Series(list(texts), dtype=pl.String)
             )
-            frame = pl.DataFrame({"text": series.cast(pl.String)}).select(
-                pl.col("text").fill_null("").str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
-            )
-            tok = frame.get_column("text")
-        doc_len = tok.list.len().fill_null(0).to_numpy().astype(np.int64)
-        flat = tok.explode().drop_nulls()
+            rows = word_frame(series)  # (doc, tok): each text's words, in order
+            doc_len = np.bincount(rows.get_column("doc").to_numpy(), minlength=len(series))
+            doc_len = doc_len.astype(np.int64)
+            flat = rows.get_column("tok")
         if only is None:
             vocab = flat.unique(maintain_order=True)
         else:  # the asked words that occur, in first-appearance order as in the full index

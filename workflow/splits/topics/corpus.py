@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from splits.text import POLARS_WORD_PATTERN, STOP_WORDS_SERIES
+from splits.text import word_frame
 
 BUILD_BLOCK_DOCS = 200_000  # documents tokenised at once while building an index
 COMBINE_PART_ROWS = 4_000_000  # shard vocabulary rows grouped at once into corpus statistics
@@ -28,21 +28,9 @@ COMBINE_PART_ROWS = 4_000_000  # shard vocabulary rows grouped at once into corp
 
 
 def _token_frame(texts: pl.Series) -> pl.DataFrame:
-    """(doc, tok) rows in document order and, within a document, text order."""
-    return (
-        pl.DataFrame({"text": texts.cast(pl.String)})
-        .with_row_index("doc")
-        .select(
-            pl.col("doc"),
-            pl.col("text")
-            .fill_null("")
-            .str.to_lowercase()
-            .str.extract_all(POLARS_WORD_PATTERN)
-            .alias("tok"),
-        )
-        .explode("tok")
-        .filter(pl.col("tok").is_not_null() & ~pl.col("tok").is_in(STOP_WORDS_SERIES.implode()))
-    )
+    """(doc, tok) rows in document order and, within a document, text order (``content_words``
+    of each text; ``splits.text.word_frame``, checked against ``reference_word_frame``)."""
+    return word_frame(texts, drop_stop_words=True)
 
 
 def _token_list_blocks(corpus: Sequence[Sequence[str]]) -> list[tuple[int, pl.DataFrame]]:
