@@ -240,11 +240,12 @@ def test_command_unknown_output_format_is_one_line(posts_table, tmp_path, capsys
 
 
 def test_background_counts_follow_the_tokenizer():
-    """The informative prior's background counts (polars) equal a plain count of the same
-    tokenizer's n-grams, for the project's words and for ConvoKit's cleaning and pattern."""
+    """The informative prior's background counts (the baseline's n-gram table, cut by polars
+    for the project's words) equal a plain count of the same tokenizer's n-grams, for the
+    project's words and for ConvoKit's cleaning and pattern."""
     from collections import Counter
 
-    from splits.hypotheses.baseline import ngram_counts
+    from splits.hypotheses.gram_table import GramTable
 
     texts = ["A b_c see https://x.org/q?a=1 now", "b_c, B_C! a\nline", "", "Ünïcode é x"]
     for overrides in ({}, {"token_pattern": r"(?u)\b\w\w+\b", "text_cleaning": "convokit"}):
@@ -254,8 +255,10 @@ def test_background_counts_follow_the_tokenizer():
             tokens = tokenizer(text)
             for n in (1, 2):
                 expected.update(" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
-        counted = ngram_counts(pl.Series(texts), 2, tokenizer)
-        assert dict(zip(counted["gram"], counted["count"], strict=True)) == expected, overrides
+        table = GramTable(texts, 2, tokenizer)
+        totals = table.background_counts(texts)
+        counted = {table.terms[i]: int(n) for i, n in enumerate(totals) if n}
+        assert counted == expected, overrides
 
 
 def test_pipeline_set_reads_the_token_settings(tmp_path):

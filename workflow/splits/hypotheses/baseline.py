@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,6 @@ from splits.hypotheses.gram_table import GramTable
 from splits.hypotheses.heldout import DISCOVERY, HELDOUT, heldout_mask
 from splits.hypotheses.retrieval import pools_of_topic
 from splits.hypotheses.settings import FightingWordsSettings
-from splits.text import word_frame, words
 
 log = logging.getLogger(__name__)
 
@@ -45,27 +44,6 @@ def pool_halves(
     units = [threads.get(p) for p in pool_post_ids]
     units = [p if unit is None else unit for p, unit in zip(pool_post_ids, units, strict=True)]
     return heldout_mask(units, seed, fraction, scope)
-
-
-def ngram_counts(
-    texts: pl.Series, ngram_max: int, tokenizer: Callable[[str], list[str]]
-) -> pl.DataFrame:
-    """(gram, count) of the n-grams (1..``ngram_max``) of ``texts``, tokens as ``tokenizer`` cuts
-    them, joined by a space; polars does the counting (and the cutting, for
-    ``splits.text.words``)."""
-    if tokenizer is words:
-        tokens = word_frame(texts)
-    else:  # ConvoKit's cleaning or a token pattern: Python's regex engine, as the scoring's
-        frame = pl.DataFrame({"text": texts.cast(pl.String).fill_null("")}).with_row_index("doc")
-        cut = pl.col("text").map_elements(tokenizer, return_dtype=pl.List(pl.String))
-        tokens = frame.select("doc", cut.alias("tok")).explode("tok").drop_nulls("tok")
-    grams = [tokens.select(pl.col("tok").alias("gram"))]
-    for n in range(2, ngram_max + 1):
-        parts = [pl.col("tok").shift(-i).over("doc") for i in range(n)]
-        grams.append(
-            tokens.select(pl.concat_str(parts, separator=" ").alias("gram")).drop_nulls("gram")
-        )
-    return pl.concat(grams).group_by("gram").len(name="count")
 
 
 def baseline_records(

@@ -2,13 +2,14 @@
 
 ``splits.hypotheses.baseline`` reads each (topic, pair) pool: the two groups' discovery posts
 (counted with the tokenizer, ``side_counts``) and the background (the pair's posts everywhere
-less the pool's held-out half, counted as ``baseline.ngram_counts`` counts). Counted pool by
+less the pool's held-out half, cut with polars for ``splits.text.words``). Counted pool by
 pool, a post was cut into n-grams once for every pair of its group (five with six groups) and
 once more for each held-out half it lies in: most of the baseline's time. ``GramTable`` cuts
 every distinct text once, in both ways, into (n-gram id, count) per text, the ids being the
 n-grams' ranks in alphabetical order; a pool then only adds up arrays of ids. The results are
-those of ``fighting_words.side_counts`` and of ``baseline.ngram_counts`` exactly (the same
-tokens, the same n-grams, the same integer counts; tests/test_fighting_words.py compares them).
+those of ``fighting_words.side_counts`` and of a plain count of the tokenizer's n-grams exactly
+(the same tokens, the same n-grams, the same integer counts; tests/test_fighting_words.py
+compares them).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from splits.hypotheses.fighting_words import Vocabulary, limit_vocabulary_columns
-from splits.text import POLARS_WORD_PATTERN, words
+from splits.text import word_frame, words
 
 #: texts cut by polars at a time (the background's tokens are streamed, not held)
 _CHUNK = 20_000
@@ -40,6 +41,14 @@ def _token_ids(
         lengths.append(len(tokens))
         ids.extend(map(get, tokens))
     return np.frombuffer(ids, dtype=np.int64), np.array(lengths, dtype=np.int64)
+
+
+def _doc_tokens(texts: pl.Series) -> Iterable[list[str]]:
+    """Each text's ``splits.text.words`` as polars cuts them (``word_frame``), in order."""
+    rows = word_frame(texts)
+    lengths = np.bincount(rows.get_column("doc").to_numpy(), minlength=len(texts))
+    tokens = iter(rows.get_column("tok").to_list())
+    return ([next(tokens) for _ in range(n)] for n in lengths.tolist())
 
 
 def _doc_grams(
@@ -108,21 +117,18 @@ class _Segments:
 
 class GramTable:
     """The n-grams of ``texts`` (distinct strings), cut by ``tokenizer`` (the discovery side)
-    and as ``baseline.ngram_counts`` cuts them (the background: polars' regex for
-    ``splits.text.words``, else the same tokenizer)."""
+    and for the background by polars for ``splits.text.words`` (``word_frame``), else by the
+    same tokenizer."""
 
     def __init__(self, texts: Sequence[str], ngram_max: int, tokenizer: Callable[[str], list[str]]):
         self.doc = {text: i for i, text in enumerate(texts)}
         interned: defaultdict[str, int] = defaultdict(itertools.count().__next__)
         side_ids = _token_ids((tokenizer(text or "") for text in texts), interned)
         background_ids = side_ids
-        if tokenizer is words:  # baseline.ngram_counts cuts with polars' regex
+        if tokenizer is words:  # the background's words are polars' (splits.text.word_frame)
             series = pl.Series("text", list(texts), dtype=pl.String)
-            chunks = (
-                series.slice(start, _CHUNK).str.to_lowercase().str.extract_all(POLARS_WORD_PATTERN)
-                for start in range(0, len(series), _CHUNK)
-            )
-            cut = _token_ids((t or [] for chunk in chunks for t in chunk.to_list()), interned)
+            chunks = (series.slice(start, _CHUNK) for start in range(0, len(series), _CHUNK))
+            cut = _token_ids((doc for chunk in chunks for doc in _doc_tokens(chunk)), interned)
             # the engines agree but on the newest code points: the same ids, the same tokens
             if not all(np.array_equal(x, y) for x, y in zip(cut, side_ids, strict=True)):
                 background_ids = cut
@@ -187,8 +193,7 @@ class GramTable:
         )
 
     def background_counts(self, texts: Sequence[str]) -> np.ndarray:
-        """Counts of every n-gram id in ``texts`` (with repetition), as
-        ``baseline.ngram_counts`` counts them."""
+        """Counts of every n-gram id in ``texts`` (with repetition), the background's cut."""
         ids, counts = self.background.gather(self.docs(texts))
         return np.bincount(ids, weights=counts, minlength=len(self.terms)).astype(np.int64)
 
