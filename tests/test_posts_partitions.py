@@ -21,10 +21,17 @@ from splits.errors import ConfigError, InputError
 from splits.ingest.merge import merge, merge_bucket, reduce_reports
 from splits.ingest.partition import BucketWriter, author_buckets, author_hashes, bucket_of
 from splits.ingest.read import ingest_shard
-from splits.ingest.settings import IngestSettings
+from splits.ingest.settings import IngestBucketsSettings, IngestSettings
 from test_synth import _generate
 
 INGEST = schema_defaults(IngestSettings)
+
+
+def bucketed(buckets: int) -> IngestBucketsSettings:
+    """The ingest's settings with ingest.buckets = ``buckets`` (each input into bucket files)."""
+    return schema_defaults(IngestBucketsSettings, buckets=buckets)
+
+
 MASK = (1 << 64) - 1
 
 
@@ -133,7 +140,7 @@ def ingest_buckets(inputs: list[Path], buckets: int, work: Path) -> tuple[list[P
     for k, path in enumerate(inputs):
         folder = work / "split" / str(k)
         report = work / "split" / f"{k}.json"
-        ingest_shard(path, folder, report, INGEST, shard=f"s{k}", buckets=buckets)
+        ingest_shard(path, folder, report, bucketed(buckets), shard=f"s{k}")
         folders.append(folder)
         reports.append(str(report))
     return folders, reports
@@ -293,7 +300,7 @@ def test_a_repeat_under_another_author_is_dropped_as_in_one_table(tmp_path):
     path = tmp_path / "RC_test.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     one = ingest_shard(path, tmp_path / "one.parquet", tmp_path / "one.json", INGEST)
-    two = ingest_shard(path, tmp_path / "two", tmp_path / "two.json", INGEST, buckets=2)
+    two = ingest_shard(path, tmp_path / "two", tmp_path / "two.json", bucketed(2))
     assert one == two and one["dropped"]["duplicate_id"] == 2 and one["posts"] == 2
     kept = pl.read_parquet([tmp_path / "two" / "0.parquet", tmp_path / "two" / "1.parquet"])
     assert sorted(kept["text"].to_list()) == ["another post", "the first copy"]

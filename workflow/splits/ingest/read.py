@@ -140,15 +140,15 @@ def ingest_shard(
     settings: IngestSettings | IngestBucketsSettings,
     shard: str | None = None,
     bots: set[str] | None = None,
-    buckets: int = 1,
 ) -> dict:
     """Ingest one input into ``out`` (posts Parquet) and ``report_path`` (JSON); return the
     report. One pass over the input: chunks are parsed, cleaned and streamed into the Parquet
     file; a second pass over the output happens only when duplicate ids were found. With
-    ``buckets`` > 1 (``ingest.buckets``) ``out`` is a folder that receives the shard's posts as
-    ``buckets`` files by author (``splits.ingest.partition``: 0.parquet, 1.parquet, ...), the
+    ``IngestBucketsSettings`` (``ingest.buckets`` = P > 1) ``out`` is a folder that receives
+    the shard's posts as P files by author (``splits.ingest.partition``: 0.parquet, 1.parquet, ...), the
     same rows and order as the one file split by author, and the same report."""
     started = time.perf_counter()
+    buckets = settings.buckets if isinstance(settings, IngestBucketsSettings) else 1
     source = _Source(path)
     bots = set(DEFAULT_BOTS) if bots is None else bots
     counts: Counter = Counter()

@@ -42,15 +42,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.out_dir is None:
-        settings, buckets, out = settings_from_args(args, IngestSettings), 1, args.out
+        settings, out = settings_from_args(args, IngestSettings), args.out
     else:
-        settings = settings_from_args(args, IngestBucketsSettings)
-        buckets, out = settings.buckets, args.out_dir
-        check_buckets(buckets)
+        settings, out = settings_from_args(args, IngestBucketsSettings), args.out_dir
+        check_buckets(settings.buckets)
     if settings.chunk_mb <= 0:
         raise ConfigError("ingest.chunk_mb: must be positive")
     bots = load_bot_list(args.bots)
-    ingest_shard(
-        args.input, out, args.report, settings, shard=args.shard, bots=bots, buckets=buckets
-    )
+    ingest_shard(args.input, out, args.report, settings, shard=args.shard, bots=bots)
     return 0
