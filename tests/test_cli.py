@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 import splits
 from splits.cli import COMMANDS, Parser, command_functions
@@ -85,3 +86,79 @@ def test_llm_leaves_no_file_in_the_working_folder(tmp_path):
         [*cmd, "--help"], cwd=work, env=env, capture_output=True, text=True
     ).stdout
     assert str(cache_home / "splits" / "llm_cache.sqlite") in "".join(help_text.split())
+
+
+# A job's process exit (splits.cli.console): the interpreter's teardown skipped where nothing else
+# runs, with everything a normal exit does for the outside world kept.
+SETTINGS = json.dumps({"chunk_mb": 16})
+CONSOLE_PROBE = """
+import atexit, sys, threading, time
+from pathlib import Path
+from splits import cli
+atexit.register(lambda: print("atexit function ran", flush=False))
+if sys.argv[1] == "thread":  # a thread that is not a daemon writes its file after the command
+    done = Path(sys.argv[2])
+    threading.Thread(target=lambda: (time.sleep(0.5), done.write_text("written"))).start()
+print("unflushed line on stdout", end="")
+sys.argv = ["splits", *sys.argv[3:]]
+print(cli.quick_exit_allowed(), file=sys.stderr)
+cli.console()
+"""
+
+
+def _console(tmp_path, mode: str, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", CONSOLE_PROBE, mode, str(tmp_path / "thread.txt"), *command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+
+
+def test_console_quick_exit_keeps_status_streams_logs_and_atexit(tmp_path):
+    (tmp_path / "topics.yaml").write_text("topics: []\n")
+    ok = _console(tmp_path, "plain", "synth-not-a-command")
+    assert ok.returncode == 2  # argparse's own exit: not through the quick exit
+    bad = _console(
+        tmp_path, "plain", "ingest", "--input", str(tmp_path / "absent.ndjson"),
+        "--out", "o.parquet", "--report", "r.json", "--settings", SETTINGS,
+    )  # fmt: skip
+    assert bad.stderr.splitlines()[0] == "True"  # the quick exit was taken
+    assert bad.returncode == 2, bad.stderr  # the command's status
+    assert "absent.ndjson" in bad.stderr  # its one error line
+    assert bad.stdout == "unflushed line on stdoutatexit function ran\n"
+    report = tmp_path / "r.json"
+    corpus = tmp_path / "in.ndjson"
+    corpus.write_text(
+        json.dumps({"id": "a1", "author": "ann", "subreddit": "Cats", "created_utc": 5,
+                    "body": "hello there", "link_id": "t3_x", "parent_id": "t3_x"}) + "\n"
+    )  # fmt: skip
+    run = _console(
+        tmp_path, "plain", "ingest", "--input", str(corpus), "--out", "o.parquet",
+        "--report", str(report), "--settings", SETTINGS,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines()[0] == "True"
+    assert "INFO splits: ingest:" in run.stderr and "peak memory" in run.stderr  # logs flushed
+    assert run.stdout.endswith("atexit function ran\n")
+    assert json.loads(report.read_text())["posts"] == 1
+    assert pl.read_parquet(tmp_path / "o.parquet")["subreddit"].to_list() == ["cats"]
+
+
+def test_console_waits_for_a_running_thread_and_loaded_engines(tmp_path):
+    corpus = tmp_path / "in.ndjson"
+    corpus.write_text("")
+    args = ("ingest", "--input", str(corpus), "--out", "o.parquet", "--report", "r.json")
+    run = _console(tmp_path, "thread", *args, "--settings", SETTINGS)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.splitlines()[0] == "False"  # a thread still runs: the full exit
+    assert (tmp_path / "thread.txt").read_text() == "written"
+    from splits import cli
+
+    for name in cli._FULL_SHUTDOWN_MODULES:
+        assert name in {"torch", "vllm", "jnius", "transformers", "multiprocessing", "sqlite3"}
+    probe = "import sys, sqlite3; from splits import cli; print(cli.quick_exit_allowed())"
+    assert (
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+        == "False"
+    )

@@ -9,11 +9,13 @@ family's ``cli`` module with several subcommands, a table ``SUBCOMMANDS`` of sub
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import logging
 import os
 import resource
 import sys
+import threading
 import time
 
 from splits import __version__
@@ -281,5 +283,61 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+# modules whose objects own processes, threads or files outside Python (an LLM engine's worker
+# processes, the JVM of Lucene, an SQLite cache whose close folds its write-ahead log back into
+# the database): where one is loaded, the interpreter's full shutdown runs, which gives their
+# finalizers (``__del__``) the chance to stop or close them
+_FULL_SHUTDOWN_MODULES = ("torch", "vllm", "jnius", "transformers", "multiprocessing", "sqlite3")
+
+
+def _children_alive() -> bool:
+    """Whether this process has a child still running (Linux's /proc lists them per thread;
+    elsewhere none is assumed: the data stages start no processes)."""
+    try:
+        tasks = os.listdir(f"/proc/{os.getpid()}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
+                if fh.read().strip():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def quick_exit_allowed() -> bool:
+    """A quick exit skips only the interpreter's teardown (every module and object freed one by
+    one: 0.06 s after importing polars, ~0.25 CPU s after an ingest of 340 MB): allowed where
+    nothing else is running (no thread but this one that is not a daemon, no child process) and
+    no module that owns outside resources is loaded (``_FULL_SHUTDOWN_MODULES``)."""
+    if any(name in sys.modules for name in _FULL_SHUTDOWN_MODULES):
+        return False
+    current = threading.current_thread()
+    if any(t is not current and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        return False
+    return not _children_alive()
+
+
+def console() -> None:
+    """The ``splits`` command (the console script; ``python -m splits.cli``): :func:`main`, then
+    the exit. Every job of the workflow is one such process, so the interpreter's teardown is
+    paid once per job; where :func:`quick_exit_allowed`, what a normal exit does for the outside
+    world is done (the ``atexit`` functions: temporary folders, log handlers flushed and closed;
+    the standard streams flushed) and the process ends with ``os._exit``, without freeing its
+    objects one by one. ``main`` itself returns normally (tests and notebooks call it)."""
+    status = main()
+    if not quick_exit_allowed():
+        sys.exit(status)
+    atexit._run_exitfuncs()  # what sys.exit would run: the atexit functions, logging.shutdown
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said there
+            pass
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
