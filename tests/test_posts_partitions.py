@@ -242,6 +242,7 @@ def test_bucket_writer_in_many_pieces_equals_a_filter(tmp_path, monkeypatch):
 
     monkeypatch.setattr(partition, "SPLIT_HELD_ROWS", 2_000)
     monkeypatch.setattr(partition, "SPLIT_MIN_GROUP_ROWS", 100)
+    monkeypatch.setattr(partition, "FLUSH_BATCH_ROWS", 150)  # batches end inside a flush
     n = 12_345
     frame = pl.DataFrame(
         {"post_id": [f"p{i}" for i in range(n)], "author": [f"a{(i * 7919) % 997}" for i in range(n)],
@@ -267,6 +268,7 @@ def test_bucket_writer_holds_a_bounded_number_of_rows_at_many_buckets(tmp_path, 
 
     monkeypatch.setattr(partition, "SPLIT_HELD_ROWS", 1_000)
     monkeypatch.setattr(partition, "SPLIT_MIN_GROUP_ROWS", 100)
+    monkeypatch.setattr(partition, "FLUSH_BATCH_ROWS", 90)
     n, piece = 20_000, 700
     frame = pl.DataFrame({"post_id": [f"p{i}" for i in range(n)],
                           "author": [f"a{(i * 7919) % 4999}" for i in range(n)]})  # fmt: skip

@@ -133,10 +133,12 @@ class ParquetAppender:
         self._writer = None
         self.rows = 0
 
-    def write(self, frame: pl.DataFrame, row_group_size: int | None = None) -> None:
+    def write(self, frame, row_group_size: int | None = None) -> None:
+        """Add ``frame`` (a polars DataFrame, or a pyarrow Table already converted: a slice of
+        one conversion costs nothing, a conversion ~1 ms however small the frame)."""
         import pyarrow.parquet as pq
 
-        table = frame.to_arrow()
+        table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
         try:
             if self._writer is None:
                 self._writer = pq.ParquetWriter(
@@ -149,7 +151,7 @@ class ParquetAppender:
         except Exception as err:  # a full disk: the temporary goes, the error names the output
             self.discard()
             raise (as_os_error(err, self.path) or err) from err
-        self.rows += frame.height
+        self.rows += table.num_rows
 
     def close(self, empty: pl.DataFrame | None = None) -> Path:
         """Finish the file (with no piece written: ``empty``'s schema, zero rows)."""
