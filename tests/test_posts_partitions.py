@@ -307,6 +307,14 @@ def test_a_repeat_under_another_author_is_dropped_as_in_one_table(tmp_path):
     kept = pl.read_parquet([tmp_path / "two" / "0.parquet", tmp_path / "two" / "1.parquet"])
     assert sorted(kept["text"].to_list()) == ["another post", "the first copy"]
     assert kept.sort("post_id").equals(pl.read_parquet(tmp_path / "one.parquet").sort("post_id"))
+    # the bucket settings with one bucket (as `splits ingest --out-dir` may be given): a folder
+    # of one bucket file, the one table's rows and report (it wrote a file named like the folder)
+    single = ingest_shard(path, tmp_path / "single", tmp_path / "single.json", bucketed(1))
+    assert single == one
+    assert sorted(p.name for p in (tmp_path / "single").iterdir()) == ["0.parquet"]
+    assert pl.read_parquet(tmp_path / "single" / "0.parquet").equals(
+        pl.read_parquet(tmp_path / "one.parquet")
+    )
 
 
 def test_a_post_id_under_two_authors_is_kept_once_per_bucket(tmp_path):

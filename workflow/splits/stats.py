@@ -15,6 +15,7 @@ command-line stages import this module only for the cheap functions.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -172,6 +173,7 @@ def clopper_pearson(successes, trials, alpha: float) -> tuple[np.ndarray, np.nda
 # without these ufuncs (private names) gets scipy.stats' own functions.
 
 
+@functools.cache
 def _ufuncs():
     try:
         from scipy.special._ufuncs import _beta_ppf, _binom_sf, _hypergeom_sf

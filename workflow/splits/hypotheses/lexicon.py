@@ -76,11 +76,9 @@ def entry_tokens(entry: str) -> tuple[str, ...]:
 
 def canonical_lexicon(lexicon: Iterable[str]) -> tuple[tuple[str, ...], ...]:
     """The lexicon as a sorted tuple of distinct token tuples (what the retrieval sees)."""
-    entries = tuple(lexicon)
-    try:
-        return _canonical(entries)
-    except TypeError:  # an entry that is not hashable (a list from a hand-written query)
-        return _canonical.__wrapped__(entries)
+    # entry_tokens reads each entry as its text: the cache is keyed by the texts, so an entry
+    # that is not hashable (a list from a hand-written query) needs no path of its own
+    return _canonical(tuple(map(str, lexicon)))
 
 
 @functools.lru_cache(maxsize=4096)

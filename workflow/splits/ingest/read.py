@@ -148,7 +148,7 @@ def ingest_shard(
     the shard's posts as P files by author (``splits.ingest.partition``: 0.parquet, 1.parquet, ...), the
     same rows and order as the one file split by author, and the same report."""
     started = time.perf_counter()
-    buckets = settings.buckets if isinstance(settings, IngestBucketsSettings) else 1
+    bucketed = isinstance(settings, IngestBucketsSettings)  # out is a folder of P files
     source = _Source(path)
     bots = set(DEFAULT_BOTS) if bots is None else bots
     counts: Counter = Counter()
@@ -225,8 +225,8 @@ def ingest_shard(
                         yield posts
                 cleaner.result()  # titles errors surface even for an empty utterances file
 
-        if buckets > 1:
-            writer = BucketWriter(out, buckets, POSTS_SCHEMA, compression_level=1)
+        if bucketed:
+            writer = BucketWriter(out, settings.buckets, POSTS_SCHEMA, compression_level=1)
             try:
                 for posts in posts_chunks():
                     writer.add(posts)
@@ -238,7 +238,7 @@ def ingest_shard(
             write_parquet(stream_frames(posts_chunks, POSTS_SCHEMA), out, compression_level=1)
         t_chunks = time.perf_counter()
         dup_hashes = duplicates.candidates()
-        if dup_hashes.len() and buckets > 1:
+        if dup_hashes.len() and bucketed:
             n_dup = drop_bucket_duplicates(writer, dup_hashes, work)
             counts["duplicate_id"] += n_dup
             counts["posts"] -= n_dup

@@ -18,7 +18,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from splits.config.settings import add_settings_arguments, settings_from_args
 from splits.errors import ConfigError
 from splits.ingest.bots import load_bot_list
-from splits.ingest.partition import check_buckets
 from splits.ingest.read import ingest_shard
 from splits.ingest.settings import IngestBucketsSettings, IngestSettings
 
@@ -45,7 +44,6 @@ def run(args: argparse.Namespace) -> int:
         settings, out = settings_from_args(args, IngestSettings), args.out
     else:
         settings, out = settings_from_args(args, IngestBucketsSettings), args.out_dir
-        check_buckets(settings.buckets)
     if settings.chunk_mb <= 0:
         raise ConfigError("ingest.chunk_mb: must be positive")
     bots = load_bot_list(args.bots)
