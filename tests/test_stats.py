@@ -224,3 +224,20 @@ def test_binom_sf_is_scipys_float_for_float():
             binom_sf(below - 1, trials, 0.5),
             scipy_stats.binomtest(below, trials, 0.5, alternative="greater").pvalue,
         )
+
+
+def test_distributions_fall_back_to_scipy_stats_without_the_private_ufuncs(monkeypatch):
+    """A scipy whose special module lacks the private ufuncs: each function is scipy.stats'."""
+    from splits import stats as splits_stats
+
+    monkeypatch.setattr(splits_stats, "_ufuncs", lambda: None)
+    q, a, b = np.array([0.025, 0.5, 1.0]), np.array([1.0, 3.0, 0.0]), np.array([2.0, 4.0, 1.0])
+    with np.errstate(invalid="ignore"):
+        assert _same_floats(splits_stats.beta_ppf(q, a, b), scipy_stats.beta.ppf(q, a, b))
+    k, big_n, big_k, n = np.array([2, -1, 9]), 50, 10, np.array([20, 5, 10])
+    got, want = (
+        splits_stats.hypergeom_sf(k, big_n, big_k, n),
+        scipy_stats.hypergeom.sf(k, big_n, big_k, n),
+    )
+    assert _same_floats(got, want)
+    assert _same_floats(splits_stats.binom_sf(3, 10, 0.5), scipy_stats.binom.sf(3, 10, 0.5))
