@@ -201,7 +201,7 @@ def count_lines(chunk: bytes) -> int:
     return scan_lines(chunk).select(pl.len()).collect().item()
 
 
-def _fast_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
+def _fast_parse(chunk: bytes, fmt: str, counts: Counter, lines: int | None = None) -> pl.DataFrame:
     frame = None
     if not counts["untyped_chunks"]:
         try:
@@ -212,17 +212,19 @@ def _fast_parse(chunk: bytes, fmt: str, counts: Counter) -> pl.DataFrame:
         frame = pl.read_ndjson(
             io.BytesIO(chunk), schema=CONVOKIT_SCHEMA if fmt == "convokit" else PUSHSHIFT_SCHEMA
         )
-    counts["blank_lines"] += count_lines(chunk) - frame.height
+    counts["blank_lines"] += (count_lines(chunk) if lines is None else lines) - frame.height
     return _raw_from_convokit(frame) if fmt == "convokit" else _raw_from_pushshift(frame)
 
 
-def parse_chunk(chunk: bytes, fmt: str, counts: Counter, min_split: int = 1 << 16) -> pl.DataFrame:
+def parse_chunk(
+    chunk: bytes, fmt: str, counts: Counter, min_split: int = 1 << 16, lines: int | None = None
+) -> pl.DataFrame:
     """Raw rows of a chunk (String columns; integer timestamps and scores may come as Int64).
     Fast path first; a chunk it refuses is cut in two at a line end and each half tried again,
     down to ``min_split`` bytes, where the lines are parsed one by one: a few bad lines cost a
     few small slow pieces, not a slow chunk."""
     try:
-        return _fast_parse(chunk, fmt, counts)
+        return _fast_parse(chunk, fmt, counts, lines)
     except Exception:  # noqa: BLE001 - any parse failure: split, or parse line by line
         pass
     mid = chunk.find(b"\n", len(chunk) // 2)

@@ -78,8 +78,7 @@ from splits.ingest.clean import (
     DuplicateFinder,
     drop_duplicate_ids,
 )
-from splits.ingest.parse import parse_chunk
-from splits.ingest.partition import BucketWriter, drop_bucket_duplicates
+from splits.ingest.parse import count_lines, parse_chunk
 from splits.ingest.settings import IngestBucketsSettings, IngestSettings
 from splits.ingest.sources import _Source
 from splits.ingest.titles import TitleIndex, read_titles
@@ -170,11 +169,12 @@ def ingest_shard(
         untyped = [False]  # shared by the workers: a non-integer number was seen
 
         def parse(read: Future) -> tuple[pl.DataFrame, Counter] | None:
-            chunk = read.result()
-            if chunk is None:  # the input has ended
+            got = read.result()
+            if got is None:  # the input has ended
                 return None
+            chunk, lines = got
             local: Counter = Counter(untyped_chunks=int(untyped[0]))
-            raw = parse_chunk(chunk, source.format, local)
+            raw = parse_chunk(chunk, source.format, local, lines=lines)
             if local["untyped_chunks"]:
                 untyped[0] = True
             del local["untyped_chunks"]
@@ -206,7 +206,7 @@ def ingest_shard(
 
                 def submit_more() -> None:
                     while not ended and len(pending) < IN_FLIGHT:
-                        read = read_pool.submit(next, chunks, None)
+                        read = read_pool.submit(read_next, chunks)
                         parsed = parse_pool.submit(parse, read)
                         pending.append(clean_pool.submit(clean, parsed, cleaner))
 
@@ -226,6 +226,9 @@ def ingest_shard(
                 cleaner.result()  # titles errors surface even for an empty utterances file
 
         if bucketed:
+            # here, not at the top: its numpy import (~0.07 CPU s) is for the bucketed output
+            from splits.ingest.partition import BucketWriter, drop_bucket_duplicates
+
             writer = BucketWriter(out, settings.buckets, POSTS_SCHEMA, compression_level=1)
             try:
                 for posts in posts_chunks():
@@ -287,6 +290,14 @@ def ingest_shard(
         t_done - t_chunks,
     )
     return report
+
+
+def read_next(chunks: Iterator[bytes]) -> tuple[bytes, int] | None:
+    """The next chunk and its number of lines (None at the input's end). The lines are counted
+    here, in the reading thread, which otherwise waits on the disk: counted by the parse, they
+    cost its thread ~5% of the stage's wall time (measured on a 352 MB Pushshift file)."""
+    chunk = next(chunks, None)
+    return None if chunk is None else (chunk, count_lines(chunk))
 
 
 def stream_frames(make_frames, schema: dict) -> pl.LazyFrame:
