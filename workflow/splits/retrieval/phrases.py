@@ -245,7 +245,9 @@ def match_phrases(
     asked = {word for phrase in phrases for word in phrase_tokens(phrase)}
     if candidates is None:
         return PositionalIndex(series, only=asked).match(phrases)
-    chosen = np.unique(np.asarray(candidates, dtype=np.int64))
+    chosen = np.asarray(candidates, dtype=np.int64)
+    if len(chosen) > 1 and not (chosen[1:] > chosen[:-1]).all():  # else: ascending already
+        chosen = np.unique(chosen)
     if len(chosen) and (chosen[0] < 0 or chosen[-1] >= n_docs):
         raise ValueError(f"candidate document ids must lie in [0, {n_docs})")
     if not len(chosen):

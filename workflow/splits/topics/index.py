@@ -351,7 +351,12 @@ def match_keywords(
                 found = np.flatnonzero(held.to_numpy())
             candidates.append(found)
     if positional:
-        union = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, np.int64)
+        # the union by a mask over the documents, not np.unique (a sort of every phrase's
+        # candidates together: 0.6 s of a 540k-post shard's 3.8 s)
+        held_by_any = np.zeros(index.n_docs, dtype=bool)
+        for found in candidates:
+            held_by_any[found] = True
+        union = np.flatnonzero(held_by_any)
         read = match_phrases(texts, positional, candidates=union)
         direct.update({p: read.of(p) for p in positional})
     return PhraseMatches(
