@@ -252,7 +252,7 @@ def default_run(pipeline_runs) -> Path:
 QUICK_FILES = frozenset(
     f"test_{name}.py"
     for name in """
-    api architecture atomic_outputs bm25 classify_parse classify_render cli comparison config
+    api architecture arrays atomic_outputs bm25 classify_parse classify_render cli comparison config
     custom_tm docs empty_results engine_padding evaluation_settings evaluation_tiny export
     fighting_words graph group_components groupness health heldout_lift heldout_redundancy human
     hypotheses_baseline_set hypotheses_config hypotheses_retrieval hypotheses_sets

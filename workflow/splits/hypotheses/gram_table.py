@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from splits.arrays import unique_counts
 from splits.hypotheses.fighting_words import Vocabulary, limit_vocabulary_columns
 from splits.text import word_frame, words
 
@@ -92,7 +93,7 @@ def _doc_grams(
     size = max(n_strings, 1)
     pair = np.concatenate(docs) * size + np.concatenate(grams)
     del docs, grams
-    pairs, counts = np.unique(pair, return_counts=True)  # sorted by document
+    pairs, counts = unique_counts(pair)  # sorted by document
     return pairs // size, pairs % size, counts, strings
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from splits.arrays import sorted_integers
 from splits.text import word_frame, words
 
 __all__ = ["PhraseMatches", "PositionalIndex", "match_phrases", "phrase_tokens"]
@@ -37,6 +38,10 @@ __all__ = ["PhraseMatches", "PositionalIndex", "match_phrases", "phrase_tokens"]
 def phrase_tokens(phrase: str) -> tuple[str, ...]:
     """The words of a keyword phrase (``splits.text.words``: lowercase, stop words kept)."""
     return tuple(words(phrase))
+
+
+# the largest (term, position) sort key: int64 (past it, numpy's stable argsort by term)
+SORT_KEY_LIMIT = int(np.iinfo(np.int64).max)
 
 
 def _ids(values: np.ndarray, largest: int) -> np.ndarray:
@@ -118,8 +123,14 @@ class PositionalIndex:
         if only:  # postings of the asked words only
             asked_at = term < n_terms
             position, term = position[asked_at], term[asked_at]
-        order = np.argsort(term, kind="stable")
-        self.postings = _ids(position[order], n_positions)
+        # positions grouped by term, ascending within a term: ``position`` ascends, so this is
+        # a stable sort by term; as one sort of (term, position) keys, by polars' radix sort
+        # (splits.arrays), where the keys fit in int64
+        if (n_terms + 1) * max(n_positions, 1) < SORT_KEY_LIMIT:
+            keys = sorted_integers(term * max(n_positions, 1) + position)
+            self.postings = _ids(keys % max(n_positions, 1), n_positions)
+        else:
+            self.postings = _ids(position[np.argsort(term, kind="stable")], n_positions)
         self.term_start = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(np.bincount(term, minlength=n_terms)[:n_terms], out=self.term_start[1:])
         self.doc_len = doc_len

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from splits.arrays import unique_counts
 from splits.text import word_frame
 
 BUILD_BLOCK_DOCS = 200_000  # documents tokenised at once while building an index
@@ -89,7 +90,7 @@ def _block_postings(
         .get_column("term")
         .to_numpy()
     )
-    keys, counts = np.unique(term_of_token * block_len + local_doc, return_counts=True)
+    keys, counts = unique_counts(term_of_token * block_len + local_doc)  # polars' radix sort
     term, doc = np.divmod(keys, block_len)
     return vocab, (
         term.astype(_id_dtype(vocab.height)),
