@@ -122,14 +122,13 @@ class BucketWriter:
         out_dir: str | Path,
         buckets: int,
         schema: dict,
-        compression_level: int | None = None,
     ):
         check_buckets(buckets)
         self.buckets = buckets
         self.schema = schema
         self.paths = bucket_paths(out_dir, buckets)
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-        self.writers = [ParquetAppender(p, compression_level) for p in self.paths]
+        self.writers = [ParquetAppender(p) for p in self.paths]
         # each bucket's rows are held until there are enough for a row group of useful size,
         # while all buckets together hold about SPLIT_HELD_ROWS at most
         self.flush_rows = max(SPLIT_MIN_GROUP_ROWS, SPLIT_HELD_ROWS // buckets)
@@ -232,6 +231,6 @@ def drop_bucket_duplicates(writer: BucketWriter, dup_hashes: pl.Series, work: Pa
             .filter(~pl.col("_row").is_in(rows["_row"].implode()))
             .drop("_row")
         )
-        write_parquet(kept, writer.paths[b], compression_level=1)
+        write_parquet(kept, writer.paths[b])
         staged.unlink()
     return drop.height

@@ -15,7 +15,8 @@ a line end from a plain file; decompressed pieces joined once otherwise) and cle
 polars query (submission titles looked up in a hash index of ``conversations.json``, read by a
 fast path that cuts ConvoKit's layout into one line per entry and takes each id and title from
 the line's head with one anchored pattern) and streamed into the Parquet output
-(zstd level 1: the write costs a third less CPU than the default level for ~10% more bytes).
+(zstd level 1, ``splits.io.PARQUET_LEVEL``: the write costs a third less CPU than the default
+level for ~10% more bytes).
 Both cores work: a pipeline of threads (polars releases the GIL) reads and decompresses the next
 chunk, parses the one before and cleans the one before that while the Parquet writer compresses
 the current one and the titles load in their own thread (the parse does not wait for them); at
@@ -229,7 +230,7 @@ def ingest_shard(
             # here, not at the top: its numpy import (~0.07 CPU s) is for the bucketed output
             from splits.ingest.partition import BucketWriter, drop_bucket_duplicates
 
-            writer = BucketWriter(out, settings.buckets, POSTS_SCHEMA, compression_level=1)
+            writer = BucketWriter(out, settings.buckets, POSTS_SCHEMA)
             try:
                 for posts in posts_chunks():
                     writer.add(posts)
@@ -238,7 +239,7 @@ def ingest_shard(
                 writer.discard()
                 raise
         else:
-            write_parquet(stream_frames(posts_chunks, POSTS_SCHEMA), out, compression_level=1)
+            write_parquet(stream_frames(posts_chunks, POSTS_SCHEMA), out)
         t_chunks = time.perf_counter()
         dup_hashes = duplicates.candidates()
         if dup_hashes.len() and bucketed:
@@ -251,7 +252,7 @@ def ingest_shard(
             deduped, n_dup = drop_duplicate_ids(
                 pl.scan_parquet(str(staged), row_index_name="_row"), dup_hashes
             )
-            write_parquet(deduped, out, compression_level=1)
+            write_parquet(deduped, out)
             counts["duplicate_id"] += n_dup
             counts["posts"] -= n_dup
         t_done = time.perf_counter()
