@@ -16,6 +16,7 @@ from helpers import users_table
 from splits.config.definitions import Demographic, load_demographics
 from splits.config.settings import schema_defaults
 from splits.demographics.curves import (
+    _hinge_fit,
     auto_threshold,
     selfid_curve,
     summarise_users,
@@ -386,6 +387,60 @@ def test_auto_threshold_on_steps_and_ramps(change):
     # empty bins (tied users) are skipped
     posts = [0 if 3 <= i < 8 else 1000 for i in range(20)]
     assert auto_threshold(synthetic_curve(step.tolist(), posts)) == change
+
+
+def loop_hinge_breakpoint(lo, hi, rate, posts, min_bins_each_side=2):
+    """The hinge fit written as the method states it, one breakpoint at a time: a weighted
+    mean below, a weighted least-squares line (numpy's lstsq) from the breakpoint on."""
+    x, w = (lo + hi) / 2.0, posts / posts.sum()
+
+    def constant(y, v):
+        return float((v * (y - np.average(y, weights=v)) ** 2).sum()) if v.sum() > 0 else 0.0
+
+    def line(x, y, v):
+        if len(x) <= 2:
+            return 0.0
+        design = np.column_stack([np.ones_like(x), x]) * np.sqrt(v)[:, None]
+        coef = np.linalg.lstsq(design, y * np.sqrt(v), rcond=None)[0]
+        return float((v * (y - coef[0] - coef[1] * x) ** 2).sum())
+
+    best = None
+    for i in range(min_bins_each_side, len(x) - min_bins_each_side + 1):
+        sse = constant(rate[:i], w[:i]) + line(x[i:], rate[i:], w[i:])
+        if best is None or sse < best[0] - 1e-15:
+            best = (sse, float(lo[i]))
+    return best
+
+
+def test_hinge_fit_equals_the_loop_of_least_squares_fits():
+    """All breakpoints at once (curves._hinge_fit) against a fit per breakpoint with lstsq:
+    the same breakpoint and error on noisy steps, ramps, flat and tied curves, empty bins."""
+    rng = np.random.default_rng(7)
+    checked = 0
+    for trial in range(300):
+        bins = int(rng.integers(4, 21))
+        lo = np.arange(bins) * (100 / bins)
+        hi = lo + 100 / bins
+        change = int(rng.integers(1, bins))
+        kind = trial % 4
+        if kind == 0:  # a step
+            rate = np.where(np.arange(bins) >= change, 0.03, 0.001) + rng.normal(0, 2e-4, bins)
+        elif kind == 1:  # a ramp
+            rate = 0.001 + 0.002 * np.clip(np.arange(bins) - change, 0, None)
+        elif kind == 2:  # flat: every breakpoint ties
+            rate = np.full(bins, 0.004)
+        else:  # counts of a small demographic
+            rate = rng.poisson(2, bins) / 1000
+        posts = rng.integers(1, 5000, bins).astype(float)
+        got = _hinge_fit(lo, hi, rate, posts, 2)
+        expected = loop_hinge_breakpoint(lo, hi, rate, posts)
+        if expected is None:
+            assert got is None
+            continue
+        assert got[0] == expected[1], (trial, got, expected)
+        assert got[1] == pytest.approx(expected[0], rel=1e-9, abs=1e-18)
+        checked += 1
+    assert checked > 250
 
 
 def test_auto_threshold_needs_enough_bins_and_falls_back():
