@@ -18,7 +18,7 @@ the line's head with one anchored pattern) and streamed into the Parquet output
 (zstd level 1, ``splits.io.PARQUET_LEVEL``: the write costs a third less CPU than the default
 level for ~10% more bytes).
 Both cores work: a pipeline of threads (polars releases the GIL) reads and decompresses the next
-chunk, parses the one before and cleans the one before that while the Parquet writer compresses
+chunk and counts its lines (for the blank-line count), parses the one before and cleans the one before that while the Parquet writer compresses
 the current one and the titles load in their own thread (the parse does not wait for them); at
 most ``IN_FLIGHT`` chunks are in the pipeline at once (one more in the writer), handed on in
 input order with per-chunk counts, so output bytes and report counts do not depend on thread
@@ -295,8 +295,8 @@ def ingest_shard(
 
 def read_next(chunks: Iterator[bytes]) -> tuple[bytes, int] | None:
     """The next chunk and its number of lines (None at the input's end). The lines are counted
-    here, in the reading thread, which otherwise waits on the disk: counted by the parse, they
-    cost its thread ~5% of the stage's wall time (measured on a 352 MB Pushshift file)."""
+    here, in the reading thread, which otherwise mostly waits on the disk or the decompressor:
+    counted by the parse, they cost ~5% of the stage's wall time (a 352 MB Pushshift file)."""
     chunk = next(chunks, None)
     return None if chunk is None else (chunk, count_lines(chunk))
 
