@@ -20,9 +20,9 @@ level for ~10% more bytes).
 Both cores work: a pipeline of threads (polars releases the GIL) reads and decompresses the next
 chunk and counts its lines (for the blank-line count), parses the one before and cleans the one
 before that while the Parquet writer compresses the current one and the titles load in their own
-thread (the parse does not wait for them); at most ``IN_FLIGHT`` chunks are in the pipeline at once (one more in the writer), handed on in
-input order with per-chunk counts, so output bytes and report counts do not depend on thread
-timing.
+thread (the parse does not wait for them); at most ``IN_FLIGHT`` chunks are in the pipeline at
+once (one more in the writer), handed on in input order with per-chunk counts, so output bytes
+and report counts do not depend on thread timing.
 Duplicate ids are found from the 64-bit hashes of the ids, spilled to bucket files and sorted
 per bucket at the end; only when there are some is the output filtered in a second pass.
 Memory: ``IN_FLIGHT + 1`` chunks and their parsed frames, plus the conversation titles (about 50
