@@ -264,10 +264,17 @@ def test_key_echoed_by_the_server_is_in_no_output_or_log(tmp_path, default_run):
 
 
 def _temporaries(work: Path) -> list[Path]:
-    results = work / "results"
-    if not results.exists():
-        return []
-    return sorted(p for p in results.rglob(".*") if p.name.endswith((".tmp", ".work")))
+    """The temporaries (``.name.tmp`` / ``.name.work``, files or folders) under results/, read
+    while jobs run: ``os.walk`` passes over a folder that a job renames or removes between its
+    listing and the walk's visit (``Path.rglob`` raised FileNotFoundError there)."""
+    found = []
+    for folder, dirs, files in os.walk(work / "results"):
+        found += [
+            Path(folder, name)
+            for name in (*dirs, *files)
+            if name.startswith(".") and name.endswith((".tmp", ".work"))
+        ]
+    return sorted(found)
 
 
 def test_killed_jobs_leave_no_temporaries_after_the_plain_command(tmp_path):
