@@ -13,10 +13,11 @@ import polars as pl
 
 
 def sorted_integers(values: np.ndarray) -> np.ndarray:
-    """``np.sort(values)`` of a 1-d integer array, sorted by polars."""
+    """``np.sort(values)`` of a 1-d integer array, sorted by polars: a new array, read-only (it
+    is polars' own buffer, not copied again: the callers derive new arrays from it)."""
     if len(values) < 2:
         return np.array(values, copy=True)
-    return pl.Series(values).sort().to_numpy(writable=True)
+    return pl.Series(values).sort().to_numpy()
 
 
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

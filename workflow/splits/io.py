@@ -17,12 +17,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from splits.errors import InputError
 from splits.filecheck import as_os_error
+
+if TYPE_CHECKING:  # pyarrow loads where a Parquet file is appended to, not with this module
+    import pyarrow as pa
 
 PARQUET_COMPRESSION = "zstd"
 # zstd level 1, not the library's default 3: the tables are mostly text, written once and read
@@ -103,8 +106,9 @@ def write_parquet(
     row_group_size: int | None = None,
 ) -> Path:
     """Write a frame as zstd Parquet atomically. ``compression_level`` (zstd 1-22, default
-    ``PARQUET_LEVEL``; None: the library's default) trades file size for write speed; ``row_group_size`` (rows; None: the
-    library's default) bounds what a reader decodes at once (see :func:`iter_sorted_merge`)."""
+    ``PARQUET_LEVEL``; None: the library's default) trades file size for write speed;
+    ``row_group_size`` (rows; None: the library's default) bounds what a reader decodes at once
+    (see :func:`iter_sorted_merge`)."""
     path = Path(path)
     with atomic_path(path) as tmp:
         if isinstance(frame, pl.LazyFrame):
@@ -138,7 +142,7 @@ class ParquetAppender:
         self._writer = None
         self.rows = 0
 
-    def write(self, frame, row_group_size: int | None = None) -> None:
+    def write(self, frame: pl.DataFrame | pa.Table, row_group_size: int | None = None) -> None:
         """Add ``frame`` (a polars DataFrame, or a pyarrow Table already converted: a slice of
         one conversion costs nothing, a conversion ~1 ms however small the frame)."""
         import pyarrow.parquet as pq

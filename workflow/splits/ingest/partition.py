@@ -114,8 +114,9 @@ class BucketWriter:
     ``SPLIT_HELD_ROWS`` / P rows, at least ``SPLIT_MIN_GROUP_ROWS``, or when all buckets
     together hold ``SPLIT_HELD_ROWS``, whatever P and the input's size; a bucket's held rows
     are slices of their chunk, so a chunk stays whole until its last bucket's rows are
-    written: at small P, up to about one chunk more), and the bucket of every row written (``row_buckets``: 1-4 bytes a row, so that a row's place in
-    the whole stream is known again; see ``drop_bucket_duplicates``)."""
+    written: at small P, up to about one chunk more), and the bucket of every row written
+    (``row_buckets``: 1-4 bytes a row, so that a row's place in the whole stream is known
+    again; see ``drop_bucket_duplicates``)."""
 
     def __init__(
         self,

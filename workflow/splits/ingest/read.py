@@ -145,8 +145,9 @@ def ingest_shard(
     report. One pass over the input: chunks are parsed, cleaned and streamed into the Parquet
     file; a second pass over the output happens only when duplicate ids were found. With
     ``IngestBucketsSettings`` (``ingest.buckets`` = P > 1) ``out`` is a folder that receives
-    the shard's posts as P files by author (``splits.ingest.partition``: 0.parquet, 1.parquet, ...), the
-    same rows and order as the one file split by author, and the same report."""
+    the shard's posts as P files by author (``splits.ingest.partition``: 0.parquet,
+    1.parquet, ...), the same rows and order as the one file split by author, and the same
+    report."""
     started = time.perf_counter()
     bucketed = isinstance(settings, IngestBucketsSettings)  # out is a folder of P files
     source = _Source(path)
