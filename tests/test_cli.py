@@ -92,7 +92,7 @@ def test_llm_leaves_no_file_in_the_working_folder(tmp_path):
 # runs, with everything a normal exit does for the outside world kept.
 SETTINGS = json.dumps({"chunk_mb": 16})
 CONSOLE_PROBE = """
-import atexit, sys, threading, time
+import atexit, sys, threading
 from pathlib import Path
 from splits import cli
 atexit.register(lambda: print("atexit function ran", flush=False))
@@ -106,7 +106,10 @@ class Mark:  # freed in the interpreter's teardown, which a quick exit skips
 mark = Mark()
 if sys.argv[1] == "thread":  # a thread that is not a daemon writes its file after the command
     done = Path(sys.argv[2])
-    threading.Thread(target=lambda: (time.sleep(0.5), done.write_text("written"))).start()
+    # it waits for the main thread's end (not a fixed sleep, which a slow machine's command
+    # outlasted: the thread was gone when the command chose its exit, and the test failed)
+    main = threading.main_thread()
+    threading.Thread(target=lambda: (main.join(), done.write_text("written"))).start()
 print("unflushed line on stdout", end="")
 sys.argv = ["splits", *sys.argv[3:]]
 print(cli.quick_exit_allowed(), file=sys.stderr)
