@@ -133,11 +133,20 @@ class ParquetAppender:
     """A zstd Parquet file written piece by piece (each ``write`` adds row groups), so a job
     never holds the whole table; atomic like ``write_parquet`` (temp file renamed by ``close``).
     Every piece must have the first piece's schema. ``compression_level``: as in
-    ``write_parquet``."""
+    ``write_parquet``. ``dictionary``: the columns dictionary-encoded (True: every column,
+    pyarrow's default); a table of free texts names its few repetitive columns, since trying a
+    dictionary on every text and id costs a fifth of the write (measured: 1.70 against 1.36 CPU s
+    for a million posts in row groups of 6,667) and the fallback makes no smaller file."""
 
-    def __init__(self, path: str | Path, compression_level: int | None = PARQUET_LEVEL):
+    def __init__(
+        self,
+        path: str | Path,
+        compression_level: int | None = PARQUET_LEVEL,
+        dictionary: bool | list[str] = True,
+    ):
         self.path = Path(path)
         self.compression_level = compression_level
+        self.dictionary = dictionary
         self._tmp = temporary_beside(self.path)
         self._writer = None
         self.rows = 0
@@ -155,6 +164,7 @@ class ParquetAppender:
                     table.schema,
                     compression=PARQUET_COMPRESSION,
                     compression_level=self.compression_level,
+                    use_dictionary=self.dictionary,
                 )
             self._writer.write_table(table, row_group_size=row_group_size)
         except Exception as err:  # a full disk: the temporary goes, the error names the output
