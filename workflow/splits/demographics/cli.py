@@ -57,6 +57,7 @@ from splits.io import (
     ParquetAppender,
     iter_parquet_slices,
     iter_sorted_merge,
+    read_json,
     scan_posts,
     write_json,
     write_parquet,
@@ -323,7 +324,10 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     search.add_argument(
         "--out-comparison", required=True, help="self-ID against anti-self-ID rates (Parquet)"
     )
-    search.add_argument("--out-plot", required=True, help="self-ID curve plot (PNG)")
+    search.add_argument(
+        "--out-plot",
+        help="self-ID curve plot (PNG); the pipeline draws them all in `selfid summary` instead",
+    )
     add_settings_arguments(search)
     find = sub.add_parser(
         "find", help="the phrase matches of one part of D_d per demographic (unverified)"
@@ -356,6 +360,18 @@ def configure_selfid(parser: argparse.ArgumentParser) -> None:
     summary.add_argument("--out-csv", required=True, help="summary table (CSV)")
     summary.add_argument("--out-md", required=True, help="summary table (Markdown)")
     summary.add_argument("--health", help="run-health findings (JSON; splits.health)")
+    summary.add_argument(
+        "--curves",
+        nargs="+",
+        help="with --out-plots: per-demographic self-ID curves (Parquet), in --thresholds' order",
+    )
+    summary.add_argument("--demographics", help="with --out-plots: demographics file (names)")
+    summary.add_argument(
+        "--out-plots",
+        nargs="+",
+        help="each demographic's self-ID curve plot (PNG), in --thresholds' order: drawn here, "
+        "all in one process, so that matplotlib starts once per run, not once per demographic",
+    )
 
 
 def _verifier_from_config(args: argparse.Namespace) -> None:
@@ -479,14 +495,8 @@ def _run_search(args: argparse.Namespace) -> int:
     write_parquet(curve, args.out_curve)
     write_parquet(comparison, args.out_comparison)
     write_json(threshold, args.out_threshold)
-    plot_curve(
-        curve,
-        threshold["threshold"],
-        demographic.display_name,
-        threshold["source"],
-        args.out_plot,
-        unsupported=bool(threshold.get("accepted_unsupported")),
-    )
+    if args.out_plot:
+        _plot_threshold(curve, threshold, demographic.display_name, args.out_plot)
     log.info(
         "%s: %d matches, %d verified (%d self, %d anti, %d undetected); threshold %s (%s)",
         demographic.key,
@@ -514,7 +524,24 @@ def _run_find(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot_threshold(curve: pl.DataFrame, threshold: dict, display_name: str, path: str) -> None:
+    """The curve with the threshold a search chose (its threshold.json)."""
+    plot_curve(
+        curve,
+        threshold["threshold"],
+        display_name,
+        threshold["source"],
+        path,
+        unsupported=bool(threshold.get("accepted_unsupported")),
+    )
+
+
 def _run_summary(args: argparse.Namespace) -> int:
+    if args.out_plots:
+        if not args.curves or not args.demographics:
+            raise ConfigError("selfid summary: --out-plots needs --curves and --demographics")
+        _paired("--curves", args.curves, "--thresholds", args.thresholds)
+        _paired("--out-plots", args.out_plots, "--thresholds", args.thresholds)
     thresholds, comparison = summarise(args.thresholds, args.comparisons)
     if args.health:
         findings = support_findings(thresholds[THRESHOLDS_SUPPORT_KEY])
@@ -524,6 +551,12 @@ def _run_summary(args: argparse.Namespace) -> int:
     write_text(comparison.write_csv(), args.out_csv)
     write_text(comparison_markdown(comparison), args.out_md)
     log.info("thresholds: %s", {k: v for k, v in thresholds.items() if k != THRESHOLDS_SUPPORT_KEY})
+    for threshold_file, curve_file, path in zip(
+        args.thresholds, args.curves or [], args.out_plots or [], strict=False
+    ):
+        threshold = read_json(threshold_file)
+        demographic = find_demographic(args.demographics, threshold["demographic"])
+        _plot_threshold(pl.read_parquet(curve_file), threshold, demographic.display_name, path)
     return 0
 
 
