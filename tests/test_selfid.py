@@ -659,6 +659,22 @@ def test_search_and_summary_cli(tmp_path):
     assert [r["formula"] for r in rows] == ["breadth_x_volume", "entropy", "sum_log"]
     md = (summary / "cmp.md").read_text()
     assert "| demographic | formula |" in md and md.count("| catholic |") == 3
+    # the pipeline's plots: drawn by the summary from each search's curve and threshold, the
+    # same PNG, byte for byte, as the search's own --out-plot of that curve
+    summary_args = [
+        "selfid", "summary", "--thresholds", str(tmp_path / "out" / "t.json"),
+        "--comparisons", str(tmp_path / "out" / "cmp.parquet"),
+        "--out-thresholds", str(summary / "thresholds.json"),
+        "--out-csv", str(summary / "cmp.csv"), "--out-md", str(summary / "cmp.md"),
+    ]  # fmt: skip
+    plots = ["--out-plots", str(summary / "catholic.png")]
+    curves = ["--curves", str(tmp_path / "out" / "c.parquet")]
+    assert main([*summary_args, *curves, "--demographics", str(demo_file), *plots]) == 0
+    searched = (tmp_path / "out" / "plot.png").read_bytes()
+    assert (summary / "catholic.png").read_bytes() == searched
+    # a plot without its curve or the demographics file: a config error (exit code 2)
+    assert main([*summary_args, "--demographics", str(demo_file), *plots]) == 2
+    assert main([*summary_args, *curves, *plots]) == 2
 
 
 def _synthetic_users(rate, n: int = 2000, levels: int | None = None, seed: int = 0):

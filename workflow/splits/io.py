@@ -136,7 +136,8 @@ class ParquetAppender:
     ``write_parquet``. ``dictionary``: the columns dictionary-encoded (True: every column,
     pyarrow's default); a table of free texts names its few repetitive columns, since trying a
     dictionary on every text and id costs a fifth of the write (measured: 1.70 against 1.36 CPU s
-    for a million posts in row groups of 6,667) and the fallback makes no smaller file."""
+    for a million posts in row groups of 6,667) and its fallback made a larger file (48 against
+    44 MB)."""
 
     def __init__(
         self,
