@@ -672,9 +672,11 @@ def test_search_and_summary_cli(tmp_path):
     assert main([*summary_args, *curves, "--demographics", str(demo_file), *plots]) == 0
     searched = (tmp_path / "out" / "plot.png").read_bytes()
     assert (summary / "catholic.png").read_bytes() == searched
-    # a plot without its curve or the demographics file: a config error (exit code 2)
+    # a plot without its curve or the demographics file, or curves without plots: a config
+    # error (exit code 2)
     assert main([*summary_args, "--demographics", str(demo_file), *plots]) == 2
     assert main([*summary_args, *curves, *plots]) == 2
+    assert main([*summary_args, *curves, "--demographics", str(demo_file)]) == 2
 
 
 def _synthetic_users(rate, n: int = 2000, levels: int | None = None, seed: int = 0):

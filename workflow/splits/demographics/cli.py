@@ -537,12 +537,15 @@ def _plot_threshold(curve: pl.DataFrame, threshold: dict, display_name: str, pat
 
 
 def _run_summary(args: argparse.Namespace) -> int:
-    if args.out_plots:
-        if not args.curves or not args.demographics:
-            raise ConfigError("selfid summary: --out-plots needs --curves and --demographics")
+    if args.out_plots or args.curves:
+        if not (args.out_plots and args.curves and args.demographics):
+            raise ConfigError(
+                "selfid summary: --out-plots, --curves and --demographics go together"
+            )
         _paired("--curves", args.curves, "--thresholds", args.thresholds)
         _paired("--out-plots", args.out_plots, "--thresholds", args.thresholds)
-    thresholds, comparison = summarise(args.thresholds, args.comparisons)
+    records = [read_json(path) for path in args.thresholds]
+    thresholds, comparison = summarise(records, args.comparisons)
     if args.health:
         findings = support_findings(thresholds[THRESHOLDS_SUPPORT_KEY])
         log_findings(findings, log)
@@ -551,12 +554,11 @@ def _run_summary(args: argparse.Namespace) -> int:
     write_text(comparison.write_csv(), args.out_csv)
     write_text(comparison_markdown(comparison), args.out_md)
     log.info("thresholds: %s", {k: v for k, v in thresholds.items() if k != THRESHOLDS_SUPPORT_KEY})
-    for threshold_file, curve_file, path in zip(
-        args.thresholds, args.curves or [], args.out_plots or [], strict=False
-    ):
-        threshold = read_json(threshold_file)
-        demographic = find_demographic(args.demographics, threshold["demographic"])
-        _plot_threshold(pl.read_parquet(curve_file), threshold, demographic.display_name, path)
+    if args.out_plots:
+        for threshold, curve_file, path in zip(records, args.curves, args.out_plots, strict=True):
+            demographic = find_demographic(args.demographics, threshold["demographic"])
+            curve = pl.read_parquet(curve_file)
+            _plot_threshold(curve, threshold, demographic.display_name, path)
     return 0
 
 

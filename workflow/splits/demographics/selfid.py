@@ -85,7 +85,6 @@ from splits.demographics.settings import SelfidFindSettings, SelfidSettings
 from splits.demographics.verify import VERIFIERS, verify_llm, verify_rules
 from splits.errors import ConfigError
 from splits.health import Finding
-from splits.io import read_json
 from splits.plots import message_figure, save_figure
 
 log = logging.getLogger(__name__)
@@ -470,14 +469,15 @@ def _markdown_table(frame: pl.DataFrame) -> str:
     return "\n".join([header, rule, *body]) + "\n"
 
 
-def summarise(threshold_files: list[str], comparison_files: list[str]) -> tuple[dict, pl.DataFrame]:
+def summarise(
+    threshold_records: list[dict], comparison_files: list[str]
+) -> tuple[dict, pl.DataFrame]:
     """``thresholds.json``: each demographic's threshold percentile, and under
     THRESHOLDS_SUPPORT_KEY (not a demographic) how each was chosen and how well its breakpoint
-    is supported; the formula comparison table."""
+    is supported (from each demographic's threshold.json, read); the formula comparison table."""
     thresholds = {}
     support = {}
-    for path in threshold_files:
-        data = read_json(path)
+    for data in threshold_records:
         thresholds[data["demographic"]] = data["threshold"]
         support[data["demographic"]] = {
             "source": data.get("source"),
