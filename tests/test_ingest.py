@@ -582,6 +582,59 @@ def test_title_index_lookup_equals_dict_oracle():
     assert TitleIndex(titles.head(0)).lookup(queries).to_list() == [None] * len(queries)
 
 
+@pytest.mark.parametrize("chunk_mb", [0.0001, 16.0])
+def test_post_id_from_the_fullname_only_where_the_id_is_missing(tmp_path, chunk_mb):
+    """A Pushshift record's id is its ``id``; a record without one takes it from its fullname
+    (``name``, ``t1_abc`` -> ``abc``), whether or not the rest of its chunk has ids (tiny
+    chunks: many all-id chunks and a few mixed; one chunk: all mixed); one with neither is a
+    missing id. Oracle: the rule written out over the records."""
+    records = []
+    for i in range(60):
+        record = {
+            "author": f"u{i % 7}",
+            "subreddit": "AskX",
+            "created_utc": 1500000000 + i,
+            "body": f"comment {i}",
+            "parent_id": "t3_s1",
+            "link_id": "t3_s1",
+            "name": f"t1_n{i}",
+        }
+        if i % 13 != 5:
+            record["id"] = f"c{i}"
+        if i == 44:
+            del record["name"]  # neither: dropped as a missing id
+        if i == 31:
+            record["name"] = "plain"  # a name that is no fullname is the id as it is
+        records.append(record)
+    path = tmp_path / "RC_2018-02.ndjson"
+    path.write_bytes(b"".join(_line(r) for r in records))
+    report = ingest_shard(
+        path,
+        tmp_path / "rc.parquet",
+        tmp_path / "rc.json",
+        schema_defaults(IngestSettings, chunk_mb=chunk_mb),
+    )
+
+    def expected_id(record):
+        if "id" in record:
+            return record["id"]
+        name = record.get("name")
+        if (
+            name is not None
+            and len(name) > 3
+            and name[0] == "t"
+            and name[1].isdigit()
+            and name[2] == "_"
+        ):
+            return name[3:]
+        return name
+
+    expected = [expected_id(r) for r in records if expected_id(r) is not None]
+    assert pl.read_parquet(tmp_path / "rc.parquet")["post_id"].to_list() == expected
+    assert report["dropped"]["missing_field:id"] == 1 and report["posts"] == 59
+    assert {"n5", "n18", "plain"} <= set(expected) and "n6" not in expected
+
+
 def test_parallel_chunks_give_the_bytes_of_a_serial_run(tmp_path, monkeypatch):
     """Chunks parsed and cleaned by worker threads, several in flight, come out in input
     order: the Parquet file is byte for byte that of a one-chunk-at-a-time run and the reports

@@ -82,7 +82,10 @@ def _raw_from_pushshift(frame: pl.DataFrame) -> pl.DataFrame:
     is_sub = pl.col("title").is_not_null() | (
         pl.col("body").is_null() & pl.col("link_id").is_null()
     )
-    post_id = pl.coalesce(pl.col("id"), _strip_prefix("name"))
+    # a comment's id from its fullname only where the id is missing: the fullname's prefix
+    # test and slice cost ~0.05 CPU s a million rows, for nothing when every row has its id
+    has_ids = frame.get_column("id").null_count() == 0
+    post_id = pl.col("id") if has_ids else pl.coalesce(pl.col("id"), _strip_prefix("name"))
     return frame.select(
         post_id.alias("post_id"),
         pl.col("author"),

@@ -140,8 +140,10 @@ class CorpusWriter:
         conv.write("".join(pieces).encode("utf-8"))
 
     def _write_pushshift(self, shard: int, part: pl.DataFrame) -> None:
+        # each record carries its fullname (``name``, ``t3_``/``t1_`` + id) as the dumps do
         subs = part.filter(pl.col("is_root")).select(
             "id",
+            pl.format("t3_{}", "id").alias("name"),
             pl.col("speaker").alias("author"),
             "subreddit",
             pl.col("timestamp").alias("created_utc"),
@@ -152,6 +154,7 @@ class CorpusWriter:
         )
         comments = part.filter(~pl.col("is_root")).select(
             "id",
+            pl.format("t1_{}", "id").alias("name"),
             pl.col("speaker").alias("author"),
             "subreddit",
             pl.col("timestamp").alias("created_utc"),
