@@ -27,8 +27,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from splits.io import write_json
-
 log = logging.getLogger(__name__)
 
 HEALTH_DIR = "health"
@@ -59,6 +57,8 @@ def health_file(outdir: str | Path, stage: str) -> Path:
 def write_findings(path: str | Path, findings: Iterable[Finding]) -> Path:
     """Write a stage's findings (sorted, so that the same findings give the same file)."""
     records = sorted((asdict(f) for f in findings), key=lambda r: (r["code"], r["subject"]))
+    from splits.io import write_json  # here: the Snakefile imports this module, not polars
+
     return write_json(records, path)
 
 

@@ -8,10 +8,12 @@ import hashlib
 import hmac
 import os
 from collections.abc import Mapping
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from splits.errors import ConfigError
+
+if TYPE_CHECKING:  # polars loads where a table is hashed: the Snakefile imports this module
+    import polars as pl
 
 DEVELOPMENT_SALT = "splits-development-salt-not-secret"
 HASH_HEX_DIGITS = 16
@@ -58,6 +60,8 @@ def hash_author(author: str, salt: str) -> str:
 
 def hash_authors(frame: pl.DataFrame, salt: str, column: str = "author") -> pl.DataFrame:
     """Replace ``column`` by ``author_hash`` (salted HMAC; null stays null)."""
+    import polars as pl
+
     distinct = frame.get_column(column).drop_nulls().unique().to_list()
     mapping = pl.DataFrame(
         {column: distinct, "author_hash": [hash_author(a, salt) for a in distinct]},
@@ -126,6 +130,7 @@ def protect_post_ids(frame: pl.DataFrame, which: str, mode: str, salt: str) -> p
         return frame
     if mode == "drop":
         return frame.drop(columns)
+    import polars as pl
 
     lists = [c for c in columns if isinstance(frame.schema[c], pl.List)]
     distinct = pl.concat(

@@ -25,11 +25,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-
-import numpy as np
-import polars as pl
+from typing import TYPE_CHECKING
 
 from splits.errors import ConfigError
+
+if TYPE_CHECKING:  # numpy and polars load with the frames: the config's check of the topics'
+    # words (in every Snakemake start) needs only the definition below, ~0.15 s less
+    import numpy as np
+    import polars as pl
 
 WORD_PATTERN = r"[^\W_]+"  # Python: letters (L*) and numbers (N*), i.e. \w without "_"
 POLARS_WORD_PATTERN = r"[\p{L}\p{N}]+"  # the same class for polars' (Rust) regex engine
@@ -61,8 +64,14 @@ whither who whoever whole whom whose why will with within without would yet you 
 yourself yourselves
 """.split()
 )
-#: the stop words as a polars list literal, for ``is_in`` inside lazy queries
-STOP_WORDS_SERIES = pl.Series("stop", sorted(STOP_WORDS), dtype=pl.String)
+
+
+@functools.cache
+def stop_words_series() -> pl.Series:
+    """The stop words as a polars Series, for ``is_in`` inside lazy queries."""
+    import polars as pl
+
+    return pl.Series("stop", sorted(STOP_WORDS), dtype=pl.String)
 
 
 def words(text: str | None) -> list[str]:
@@ -106,12 +115,22 @@ def query_tokens(keywords: Iterable[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- (doc, tok) rows
 
-#: each byte of an ASCII text as the fast path reads it: a letter or digit lowercased, any other
-#: byte (punctuation, space, control, and every byte of a multi-byte character) a space
-_ASCII_WORD_BYTES = np.array(
-    [c + 32 if 65 <= c <= 90 else c if 97 <= c <= 122 or 48 <= c <= 57 else 32 for c in range(256)],
-    dtype=np.uint8,
-)
+
+@functools.cache
+def _ascii_word_bytes() -> np.ndarray:
+    """Each byte of an ASCII text as the fast path reads it: a letter or digit lowercased, any
+    other byte (punctuation, space, control, and every byte of a multi-byte character) a space."""
+    import numpy as np
+
+    return np.array(
+        [
+            c + 32 if 65 <= c <= 90 else c if 97 <= c <= 122 or 48 <= c <= 57 else 32
+            for c in range(256)
+        ],
+        dtype=np.uint8,
+    )
+
+
 _DOC_MARK = "\x01"  # between two texts (as the middle byte of _DOC_SEPARATOR): never a word
 _DOC_SEPARATOR = " \x01 "
 _MAX_JOINED_BYTES = 2**31  # the most bytes joined into one string (polars: below 4 GiB)
@@ -122,6 +141,8 @@ def reference_word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.
     ``drop_stop_words``) in text order, documents in order (``doc``: the row index, polars'
     index type); a null text has no words. The definition ``word_frame`` is checked against,
     and its path for texts that are not ASCII."""
+    import polars as pl
+
     frame = (
         pl.DataFrame({"text": texts.cast(pl.String)})
         .with_row_index("doc")
@@ -137,7 +158,7 @@ def reference_word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.
     )
     kept = pl.col("tok").is_not_null()
     if drop_stop_words:
-        kept = kept & ~pl.col("tok").is_in(STOP_WORDS_SERIES.implode())
+        kept = kept & ~pl.col("tok").is_in(stop_words_series().implode())
     return frame.filter(kept)
 
 
@@ -147,13 +168,15 @@ def word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
     In ASCII, polars' lowercase maps A-Z to a-z and nothing else, and ``[\\p{L}\\p{N}]`` is
     ``[A-Za-z0-9]`` (no other ASCII character is a letter or a number), so the words of an ASCII
     text are the maximal runs of ``[a-z0-9]`` of the text with A-Z lowered. The texts are joined
-    into one string, each byte mapped by one table (``_ASCII_WORD_BYTES``: a letter or digit
+    into one string, each byte mapped by one table (``_ascii_word_bytes()``: a letter or digit
     lowered, any other byte a space) with a mark between texts (``_DOC_MARK`` between spaces),
     and the string split on the space: the pieces that are neither empty nor the mark are the
     words, in order, and the marks before a piece count its document. Texts holding a byte
     >= 0x80 (any non-ASCII character) are blanked there and go through ``reference_word_frame``;
     its rows are put back in document order by a stable sort (each document's rows come from
     one path, in text order). No pyarrow: the jobs that tokenise do not import it."""
+    import polars as pl
+
     texts = texts.cast(pl.String)
     n = texts.len()
     if n == 0:
@@ -167,7 +190,7 @@ def word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
         shift = pl.lit(half, dtype=first.schema["doc"])
         return pl.concat([first, second.with_columns(pl.col("doc") + shift)])
     joined, unicode_docs = _ascii_word_text(filled, lengths)
-    dropped = ["", _DOC_MARK] + (STOP_WORDS_SERIES.to_list() if drop_stop_words else [])
+    dropped = ["", _DOC_MARK] + (sorted(STOP_WORDS) if drop_stop_words else [])
     fast = (
         pl.DataFrame({"tok": [joined]}, schema={"tok": pl.String})
         .lazy()
@@ -190,15 +213,18 @@ def word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
 
 def _ascii_word_text(filled: pl.Series, lengths: np.ndarray) -> tuple[str, np.ndarray]:
     """The texts ``filled`` (String, no nulls; ``lengths`` their lengths in bytes) joined by
-    ``_DOC_SEPARATOR`` with every byte mapped by ``_ASCII_WORD_BYTES``, each separator's middle
+    ``_DOC_SEPARATOR`` with every byte mapped by ``_ascii_word_bytes()``, each separator's middle
     byte then set to ``_DOC_MARK``, and every byte of a text holding a byte >= 0x80 made a
     space; and the indices of those texts, ascending."""
+    import numpy as np
+    import polars as pl
+
     data = np.frombuffer(filled.str.join(_DOC_SEPARATOR).cast(pl.Binary).item(), dtype=np.uint8)
     starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths + len(_DOC_SEPARATOR), out=starts[1:])
     unicode = np.zeros(len(lengths), dtype=bool)
     unicode[np.searchsorted(starts, np.flatnonzero(data >= 0x80), side="right") - 1] = True
-    words = _ASCII_WORD_BYTES[data]
+    words = _ascii_word_bytes()[data]
     if unicode.any():
         words[np.repeat(unicode, lengths + len(_DOC_SEPARATOR))[: len(words)]] = 32
     words[starts[1:-1] - 2] = ord(_DOC_MARK)

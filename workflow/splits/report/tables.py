@@ -15,11 +15,12 @@ import json
 import math
 import re
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from splits.errors import ConfigError
-from splits.io import write_text
+
+if TYPE_CHECKING:  # polars loads where a table is drawn: the Snakefile imports this module
+    import polars as pl
 
 MAX_ROWS = 500  # rows shown per table; the output file holds them all
 SIGNIFICANT = 4  # significant digits of floats shown
@@ -146,6 +147,8 @@ def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
 
 def json_html(data) -> str:
     if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+        import polars as pl
+
         return table_html(pl.DataFrame([{k: v for k, v in flatten(r)} for r in data]))
     parts = []
     rows = []
@@ -178,6 +181,8 @@ def markdown_html(text: str) -> str:
 
 def render(source: Path) -> str:
     """The HTML body of one output file, by its suffix."""
+    import polars as pl
+
     suffix = source.suffix.lower()
     if suffix == ".csv":
         frame = pl.read_csv(source, infer_schema_length=None) if source.stat().st_size else None
@@ -216,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--sources names {len(args.sources)} files but --pages {len(args.pages)}"
         )
+    from splits.io import write_text
+
     for source, out in zip(args.sources, args.pages, strict=True):
         source = Path(source)
         if not source.is_file():
