@@ -130,6 +130,7 @@ def protect_post_ids(frame: pl.DataFrame, which: str, mode: str, salt: str) -> p
         return frame
     if mode == "drop":
         return frame.drop(columns)
+
     import polars as pl
 
     lists = [c for c in columns if isinstance(frame.schema[c], pl.List)]
