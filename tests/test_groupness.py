@@ -449,3 +449,22 @@ def test_partly_misspelt_seeds_are_a_run_health_finding(tmp_path):
     assert main(argv) == 0
     health = json.loads((tmp_path / "health" / "groupness_demo.json").read_text())
     assert [f["code"] for f in health] == ["seed_subreddit_missing"]
+
+
+def test_find_demographics_keeps_the_keys_order_and_names_a_missing_key():
+    """Several demographics from one read of the file, in the order asked; a key the file lacks
+    is a config error naming it (as one key alone)."""
+    from pathlib import Path
+
+    from splits.demographics.groupness import find_demographic, find_demographics
+    from splits.errors import ConfigError
+
+    path = Path(__file__).resolve().parents[1] / "config" / "demographics.sample.yaml"
+    keys = [d.key for d in load_demographics(path)]
+    asked = list(reversed(keys))
+    assert [d.key for d in find_demographics(path, asked)] == asked
+    assert find_demographic(path, keys[1]).key == keys[1]
+    with pytest.raises(ConfigError, match="no demographic 'nobody'"):
+        find_demographics(path, [keys[0], "nobody"])
+    with pytest.raises(ConfigError, match="no demographic 'nobody'"):
+        find_demographic(path, "nobody")

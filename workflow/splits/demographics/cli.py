@@ -28,6 +28,7 @@ from splits.demographics.groupness import (
     bucket_users,
     build_users,
     find_demographic,
+    find_demographics,
     kept_subreddits,
     merge_bucket_users,
     read_bots,
@@ -236,7 +237,7 @@ def configure_groupness_bucket(parser: argparse.ArgumentParser) -> None:
 def run_groupness_bucket(args: argparse.Namespace) -> int:
     _paired("--out-users", args.out_users, "--demographic", args.demographic)
     _paired("--out-subreddits", args.out_subreddits, "--demographic", args.demographic)
-    demographics = [find_demographic(args.demographics, key) for key in args.demographic]
+    demographics = find_demographics(args.demographics, args.demographic)
     posts = scan_posts(_existing("--posts", [args.posts]))
     tables, names = bucket_users(posts, kept_subreddits(args.subreddits), demographics)
     outputs = zip(demographics, tables, args.out_users, args.out_subreddits, strict=True)
@@ -515,7 +516,7 @@ def _run_find(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, SelfidFindSettings)
     _paired("--posts", args.posts, "--demographic", args.demographic)
     _paired("--out", args.out, "--demographic", args.demographic)
-    demographics = [find_demographic(args.demographics, key) for key in args.demographic]
+    demographics = find_demographics(args.demographics, args.demographic)
     parts = _existing("--posts", args.posts)
     for demographic, part, out in zip(demographics, parts, args.out, strict=True):
         matches = search_matches(pl.scan_parquet(part), demographic, settings)
@@ -555,8 +556,11 @@ def _run_summary(args: argparse.Namespace) -> int:
     write_text(comparison_markdown(comparison), args.out_md)
     log.info("thresholds: %s", {k: v for k, v in thresholds.items() if k != THRESHOLDS_SUPPORT_KEY})
     if args.out_plots:
-        for threshold, curve_file, path in zip(records, args.curves, args.out_plots, strict=True):
-            demographic = find_demographic(args.demographics, threshold["demographic"])
+        keys = [threshold["demographic"] for threshold in records]
+        demographics = find_demographics(args.demographics, keys)
+        for threshold, demographic, curve_file, path in zip(
+            records, demographics, args.curves, args.out_plots, strict=True
+        ):
             curve = pl.read_parquet(curve_file)
             _plot_threshold(curve, threshold, demographic.display_name, path)
     return 0

@@ -543,8 +543,16 @@ def kept_subreddits(path: str | Path) -> list[str]:
 
 
 def find_demographic(path: str | Path, key: str) -> Demographic:
+    return find_demographics(path, [key])[0]
+
+
+def find_demographics(path: str | Path, keys: list[str]) -> list[Demographic]:
+    """The demographics of ``keys``, in that order, from one read of the file."""
     demographics = load_demographics(path)
-    for demographic in demographics:
-        if demographic.key == key:
-            return demographic
-    raise ConfigError(f"{path}: no demographic {key!r} (have {[d.key for d in demographics]})")
+    by_key = {demographic.key: demographic for demographic in demographics}
+    for key in keys:
+        if key not in by_key:
+            raise ConfigError(
+                f"{path}: no demographic {key!r} (have {[d.key for d in demographics]})"
+            )
+    return [by_key[key] for key in keys]
