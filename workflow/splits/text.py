@@ -184,7 +184,9 @@ def word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
         shift = pl.lit(half, dtype=first.schema["doc"])
         return pl.concat([first, second.with_columns(pl.col("doc") + shift)])
     joined, unicode_docs = _ascii_word_text(filled, lengths)
-    dropped = ["", _DOC_MARK] + (sorted(STOP_WORDS) if drop_stop_words else [])
+    dropped = pl.Series(["", _DOC_MARK], dtype=pl.String)
+    if drop_stop_words:
+        dropped = dropped.append(stop_words_series())
     fast = (
         pl.DataFrame({"tok": [joined]}, schema={"tok": pl.String})
         .lazy()
@@ -194,7 +196,7 @@ def word_frame(texts: pl.Series, drop_stop_words: bool = False) -> pl.DataFrame:
             doc=(pl.col("tok") == _DOC_MARK).cum_sum().cast(pl.get_index_type()),
             tok=pl.col("tok"),
         )
-        .filter(~pl.col("tok").is_in(pl.Series(dropped, dtype=pl.String).implode()))
+        .filter(~pl.col("tok").is_in(dropped.implode()))
         .collect()
     )
     if len(unicode_docs) == 0:
