@@ -34,7 +34,7 @@ from splits.errors import ConfigError
 from splits.graph.memberships import (  # noqa: F401 (re-exported: the stage's one namespace)
     MEMBERSHIP_BATCH_ROWS,
     Memberships,
-    _PairSet,
+    _AuthorTable,
     _UserTable,
     memberships,
 )
@@ -299,7 +299,7 @@ def compute_graph(posts: pl.LazyFrame, settings: GraphSettings, threads: int = 1
     """The whole stage as a function of the posts table; ``threads`` product blocks at once."""
     check_settings(settings)
     t0 = time.perf_counter()
-    members = memberships(posts)
+    members = memberships(posts, threads=threads)
     subreddits = subreddit_table(members, settings.top_n, settings.min_posts)
     incidence = build_incidence(members, subreddits)
     del members

@@ -3,6 +3,7 @@ subreddits numbered by compiled hash tables of their names' 128-bit hashes (docs
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -15,6 +16,18 @@ MEMBERSHIP_BATCH_ROWS = 1_000_000  # posts read at once while collecting members
 _USER_SEEDS = (0x5EED_0001, 0x5EED_0002)  # the two hashes of an author's name
 _NAME_SEEDS = (0x5EED_0003, 0x5EED_0004)  # the two hashes of a subreddit's name
 _CODE_BITS = 32  # a pair is packed as user << 32 | subreddit code (sorts by user, then code)
+# authors are numbered in 2^_PART_BITS hash tables, one per value of their first hash's top bits,
+# so that a batch's lookups, grouped by table, stay within one cache-sized table at a time (one
+# table of every author missed the cache on nearly every post); an author's number within its
+# table stays below 2^_LOCAL_BITS (2^31 authors in all: a packed pair fits an int64)
+_PART_BITS = 8
+_LOCAL_BITS = 31 - _PART_BITS
+# the author tables and their pair sets are grown once 7/10 full (linear probing stays short),
+# doubled while small and by half when large (memory); a slot is picked by multiply-shift from
+# 32 bits of a hash, so that a table's size need not be a power of two
+_LOAD = (7, 10)
+_DOUBLE_BELOW = 1 << 16  # slots a table: below, grown by doubling
+_FIBONACCI = 0x9E3779B97F4A7C15  # multiplicative hash of a packed pair (its low bits are a code)
 
 
 @dataclass(frozen=True)
@@ -29,19 +42,24 @@ class Memberships:
     # ascending within a user
 
 
-def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) -> Memberships:
+def memberships(
+    posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS, threads: int = 1
+) -> Memberships:
     """Distinct (user, subreddit) memberships with integer codes. Subreddit names compare
     case-insensitively (variants are merged).
 
     One streaming pass over the two columns, in batches of ``batch_rows`` posts. Each author
     and each subreddit name is reduced to a 128-bit identity (two 64-bit hashes of the name
     with independent seeds: two different names collide with probability about n^2 / 2^129,
-    below 1e-22 for 100 million users) and numbered by a compiled hash table; a subreddit's
-    name is read back (and lower-cased) once, when it is first numbered. Each batch leaves its
-    (user, subreddit) pairs packed in one int64, and the repeats are dropped by sorting (numpy's
-    vectorised sort) whenever the pending pairs outnumber the distinct ones, so that the final
-    distinct pairs come sorted by user, then subreddit: the CSR rows of the incidence matrix.
-    Memory: the two tables and a few times 8 bytes per distinct pair, never the names."""
+    below 1e-22 for 100 million users) and numbered by compiled hash tables; a subreddit's name
+    is read back (and lower-cased) once, when it is first numbered. Authors are split among 256
+    tables by their hash's top bits, each with the set of its authors' (user, subreddit) pairs
+    beside it (``_AuthorTable``): a batch's posts are grouped by table, so each table's lookups
+    run together in a cache-sized table, shared among ``threads``, and a post whose pair is
+    known costs no more than the two lookups. At the end each table's distinct pairs are
+    sorted (users numbered table by table, so the tables' sorted pairs follow each other):
+    the CSR rows of the incidence matrix. Memory: 34-51 bytes per author and 11-17 bytes per
+    distinct pair in the tables (7/10 to 7/15 full), then 8 bytes per pair; never the names."""
     missing = {"subreddit", "author"} - set(posts.collect_schema().names())
     if missing:
         raise ConfigError(f"posts table lacks column(s) {sorted(missing)}")
@@ -56,9 +74,8 @@ def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) ->
             s2=pl.col("subreddit").hash(seed=_NAME_SEEDS[1]),
         )
     )
-    users, raw_names = _UserTable(), _UserTable()
+    users, raw_names = _AuthorTable(threads=threads), _UserTable()
     lower = _LowerNames()
-    pairs = _PairSet()
     raw_posts = np.zeros(0, dtype=np.int64)  # posts per raw (case-preserving) name
     for batch in rows.collect_batches(chunk_size=batch_rows):
         known = raw_names.count
@@ -70,12 +87,12 @@ def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) ->
             raw_posts = np.concatenate(
                 [raw_posts, np.zeros(raw_names.count - len(raw_posts), dtype=np.int64)]
             )
-        user = users.number(batch["h1"].to_numpy(), batch["h2"].to_numpy())
-        pairs.add(_pack_pairs(user, raw, lower.code, raw_posts))
-    # codes so far number the lower-cased names in order of first appearance: renumber them
-    # into the order of the sorted names, then sort the distinct pairs once more
+        _count_posts(raw, raw_posts)
+        users.add(batch["h1"].to_numpy(), batch["h2"].to_numpy(), lower.code[raw])
+    # codes so far number the lower-cased names in order of first appearance: the pairs take
+    # the codes of the sorted names
     names, order = lower.sorted()
-    keys = pairs.distinct(relabel=order)
+    keys = users.distinct_pairs(relabel=order)
     codes = keys & ((1 << _CODE_BITS) - 1)
     indptr = np.searchsorted(keys, np.arange(users.count + 1, dtype=np.int64) << _CODE_BITS)
     del keys
@@ -92,13 +109,10 @@ def memberships(posts: pl.LazyFrame, batch_rows: int = MEMBERSHIP_BATCH_ROWS) ->
 
 
 @numba.njit(nogil=True, cache=True)
-def _pack_pairs(user, raw, lower_code, raw_posts):
-    """In place: ``user[i]`` becomes the packed pair of post i (user, lower-cased subreddit
-    code), and the post is counted in ``raw_posts`` of its raw name; returns ``user``."""
-    for i in range(user.shape[0]):
+def _count_posts(raw, raw_posts):
+    """Each post counted in ``raw_posts`` of its raw subreddit name."""
+    for i in range(raw.shape[0]):
         raw_posts[raw[i]] += 1
-        user[i] = (user[i] << _CODE_BITS) | lower_code[raw[i]]
-    return user
 
 
 class _LowerNames:
@@ -122,41 +136,6 @@ class _LowerNames:
         return names[by_name], order
 
 
-class _PairSet:
-    """Distinct (user, code) pairs packed in an int64 (``user << 32 | code``): pairs are added
-    batch by batch and their repeats dropped whenever the pending pairs outnumber the distinct
-    ones, so memory stays within a few times 8 bytes per distinct pair."""
-
-    def __init__(self, min_pending: int = 16_000_000):
-        self.min_pending = min_pending
-        self.parts: list[np.ndarray] = []
-        self.pending = 0
-        self.kept = 0
-
-    def add(self, packed: np.ndarray) -> None:
-        self.parts.append(packed)
-        self.pending += len(packed)
-        if self.pending > max(self.min_pending, self.kept):
-            self.distinct()
-
-    def distinct(self, relabel: np.ndarray | None = None) -> np.ndarray:
-        """The distinct pairs, sorted; ``relabel[code]`` replaces each code first."""
-        merged = np.empty(sum(len(p) for p in self.parts), dtype=np.int64)
-        at = 0
-        while self.parts:  # one part at a time: the parts and the copy never coexist whole
-            part = self.parts.pop(0)
-            merged[at : at + len(part)] = part
-            at += len(part)
-            del part
-        if relabel is not None:
-            _relabel_codes(merged, relabel)
-        merged.sort()
-        n = _drop_repeats(merged)
-        merged = merged[:n].copy() if n < len(merged) else merged
-        self.parts, self.pending, self.kept = [merged], 0, len(merged)
-        return merged
-
-
 @numba.njit(nogil=True, cache=True)
 def _first_rows(codes, first_code, stop_code):
     """For codes first_code .. stop_code - 1, the row of its first occurrence in ``codes``."""
@@ -166,25 +145,6 @@ def _first_rows(codes, first_code, stop_code):
         if c >= 0 and rows[c] < 0:
             rows[c] = i
     return rows
-
-
-@numba.njit(nogil=True, cache=True)
-def _relabel_codes(packed, relabel):
-    """In place: the code part of every packed pair replaced by ``relabel[code]``."""
-    low = (1 << _CODE_BITS) - 1
-    for i in range(packed.shape[0]):
-        packed[i] = (packed[i] & ~low) | relabel[packed[i] & low]
-
-
-@numba.njit(nogil=True, cache=True)
-def _drop_repeats(values):
-    """In place: the distinct values of a sorted array moved to its front; returns how many."""
-    n = 0
-    for i in range(values.shape[0]):
-        if n == 0 or values[i] != values[n - 1]:
-            values[n] = values[i]
-            n += 1
-    return n
 
 
 class _UserTable:
@@ -243,3 +203,231 @@ def _rehash(slots, size):
             grown[slot, 1] = slots[old, 1]
             grown[slot, 2] = slots[old, 2]
     return grown
+
+
+def _limit(size: int) -> int:
+    """Entries a table of ``size`` slots holds before it is grown."""
+    return size * _LOAD[0] // _LOAD[1]
+
+
+def _grown(size: int) -> int:
+    """Doubled while small (each growth rehashes every table: few rounds), by half beyond."""
+    return 2 * size + 1 if size < _DOUBLE_BELOW else size + size // 2
+
+
+class _AuthorTable:
+    """Authors' 128-bit name identities numbered by 2^_PART_BITS open-addressing tables (rows
+    of ``slots``: first hash, second hash, number + 1 or 0 when empty), one per value of the
+    first hash's top bits, and beside each the set of its authors' distinct (number, subreddit
+    code) pairs (rows of ``pairs``, -1 when empty). The tables grow together (the hash spreads
+    authors evenly), by half once 7/10 full. A batch's posts are first grouped by table, then
+    each table's lookups run together, the tables shared among ``threads`` (the kernel releases
+    the GIL)."""
+
+    def __init__(self, size: int = 1 << 10, pair_size: int = 1 << 12, threads: int = 1):
+        parts = 1 << _PART_BITS
+        self.slots = np.zeros((parts, size, 3), dtype=np.uint64)
+        self.counts = np.zeros(parts, dtype=np.int64)
+        self.pairs = np.full((parts, pair_size), -1, dtype=np.int64)
+        self.pair_counts = np.zeros(parts, dtype=np.int64)
+        self.threads = max(1, threads)
+
+    @property
+    def count(self) -> int:
+        return int(self.counts.sum())
+
+    def add(self, h1: np.ndarray, h2: np.ndarray, codes: np.ndarray) -> None:
+        """A batch of posts: their authors' hashes and lower-cased subreddit codes."""
+        starts, h1, h2, codes = _group_by_table(h1, h2, codes)
+        reached = starts[:-1].copy()
+        while True:
+            self._spread(_assign_tables, self.slots, self.counts, self.pairs, self.pair_counts,
+                         h1, h2, codes, starts, reached)  # fmt: skip
+            if (reached == starts[1:]).all():
+                return
+            if int(self.counts.max()) >= 1 << _LOCAL_BITS:
+                raise ConfigError(
+                    f"more than {1 << _LOCAL_BITS:,} authors in one of the graph's "
+                    f"{1 << _PART_BITS} author tables (about {1 << 31:,} in all): split the posts "
+                    "into user buckets (ingest.buckets) so that each job holds fewer"
+                )
+            if int(self.counts.max()) + 1 > _limit(self.slots.shape[1]):
+                grown = np.zeros((len(self.counts), _grown(self.slots.shape[1]), 3), np.uint64)
+                self._spread(_rehash_authors, self.slots, grown)
+                self.slots = grown
+            if int(self.pair_counts.max()) + 1 > _limit(self.pairs.shape[1]):
+                grown = np.full((len(self.counts), _grown(self.pairs.shape[1])), -1, np.int64)
+                self._spread(_rehash_pairs, self.pairs, grown)
+                self.pairs = grown
+
+    def _spread(self, kernel, *args) -> None:
+        """``kernel(*args, first, step)`` over the tables, shared among the threads."""
+        if self.threads == 1:
+            kernel(*args, 0, 1)
+            return
+        with ThreadPoolExecutor(max_workers=self.threads) as pool:
+            list(pool.map(lambda w: kernel(*args, w, self.threads), range(self.threads)))
+
+    def distinct_pairs(self, relabel: np.ndarray) -> np.ndarray:
+        """Every distinct pair packed as ``user << 32 | relabel[code]``, sorted: users numbered
+        densely table by table (each in order of first appearance within its table). Spends
+        the tables: the authors' slots are freed before the pairs are collected."""
+        self.slots = np.zeros((0, 0, 3), dtype=np.uint64)
+        offsets = np.zeros(len(self.counts) + 1, dtype=np.int64)
+        np.cumsum(self.counts, out=offsets[1:])
+        bounds = np.zeros(len(self.pair_counts) + 1, dtype=np.int64)
+        np.cumsum(self.pair_counts, out=bounds[1:])
+        out = np.empty(int(bounds[-1]), dtype=np.int64)
+        _collect_pairs(self.pairs, offsets, relabel, bounds, out)
+        self.pairs = np.zeros((0, 0), dtype=np.int64)
+
+        def sort(table: int) -> None:  # numpy's sort releases the GIL
+            out[bounds[table] : bounds[table + 1]].sort()
+
+        with ThreadPoolExecutor(max_workers=self.threads) as pool:
+            list(pool.map(sort, range(len(self.counts))))
+        return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _group_by_table(h1, h2, codes):
+    """Counting sort of the posts by their author's table: (starts, h1, h2, codes), table t's
+    posts at starts[t] .. starts[t + 1] - 1."""
+    parts = 1 << _PART_BITS
+    shift = np.uint64(64 - _PART_BITS)
+    starts = np.zeros(parts + 1, dtype=np.int64)
+    for i in range(h1.shape[0]):
+        starts[np.int64(h1[i] >> shift) + 1] += 1
+    for t in range(parts):
+        starts[t + 1] += starts[t]
+    at = starts[:-1].copy()
+    g1 = np.empty_like(h1)
+    g2 = np.empty_like(h2)
+    gc = np.empty(codes.shape[0], dtype=np.int64)
+    for i in range(h1.shape[0]):
+        t = np.int64(h1[i] >> shift)
+        j = at[t]
+        g1[j] = h1[i]
+        g2[j] = h2[i]
+        gc[j] = codes[i]
+        at[t] = j + 1
+    return starts, g1, g2, gc
+
+
+@numba.njit(inline="always")
+def _author_slot(h1, size):
+    """Multiply-shift of the hash's low 32 bits (the top bits chose the table) onto 0..size-1."""
+    return np.int64(((h1 & np.uint64(0xFFFFFFFF)) * np.uint64(size)) >> np.uint64(32))
+
+
+@numba.njit(inline="always")
+def _pair_slot(key, size):
+    """A packed pair (its low bits are a code: mixed first) onto 0..size-1."""
+    mixed = (np.uint64(key) * np.uint64(_FIBONACCI)) >> np.uint64(32)
+    return np.int64((mixed * np.uint64(size)) >> np.uint64(32))
+
+
+@numba.njit(nogil=True, cache=True)
+def _assign_tables(slots, counts, pairs, pair_counts, h1, h2, codes, starts, reached, first,
+                   step):  # fmt: skip
+    """Tables first, first + step, ...: their posts from ``reached[t]`` on, each author
+    numbered (a new one appended to its table) and its (number, code) pair added to the
+    table's set; a table stops (``reached[t]`` says where) before a new author or pair would
+    fill it beyond its limit (``_limit``; 2^_LOCAL_BITS authors), to be grown and resumed."""
+    size = slots.shape[1]
+    limit = min(size * _LOAD[0] // _LOAD[1], 1 << _LOCAL_BITS)
+    pair_size = pairs.shape[1]
+    pair_limit = pair_size * _LOAD[0] // _LOAD[1]
+    for t in range(first, slots.shape[0], step):
+        table = slots[t]
+        pair_set = pairs[t]
+        count = counts[t]
+        n_pairs = pair_counts[t]
+        i = reached[t]
+        stop = starts[t + 1]
+        while i < stop:
+            slot = _author_slot(h1[i], size)
+            full = False
+            while True:
+                if table[slot, 2] == 0:
+                    if count + 1 > limit:
+                        full = True
+                        break
+                    table[slot, 0] = h1[i]
+                    table[slot, 1] = h2[i]
+                    count += 1
+                    table[slot, 2] = count
+                    break
+                if table[slot, 0] == h1[i] and table[slot, 1] == h2[i]:
+                    break
+                slot += 1
+                if slot == size:
+                    slot = 0
+            if full:
+                break
+            key = ((np.int64(table[slot, 2]) - 1) << _CODE_BITS) | codes[i]
+            at = _pair_slot(key, pair_size)
+            while True:
+                value = pair_set[at]
+                if value == key:
+                    break
+                if value < 0:
+                    if n_pairs + 1 > pair_limit:
+                        full = True
+                        break
+                    pair_set[at] = key
+                    n_pairs += 1
+                    break
+                at += 1
+                if at == pair_size:
+                    at = 0
+            if full:
+                break
+            i += 1
+        counts[t] = count
+        pair_counts[t] = n_pairs
+        reached[t] = i
+
+
+@numba.njit(nogil=True, cache=True)
+def _rehash_authors(slots, grown, first, step):
+    """Tables first, first + step, ... of ``slots`` inserted into the larger ``grown``."""
+    size = grown.shape[1]
+    for t in range(first, slots.shape[0], step):
+        for old in range(slots.shape[1]):
+            if slots[t, old, 2] != 0:
+                slot = _author_slot(slots[t, old, 0], size)
+                while grown[t, slot, 2] != 0:
+                    slot = slot + 1 if slot + 1 < size else 0
+                grown[t, slot, 0] = slots[t, old, 0]
+                grown[t, slot, 1] = slots[t, old, 1]
+                grown[t, slot, 2] = slots[t, old, 2]
+
+
+@numba.njit(nogil=True, cache=True)
+def _rehash_pairs(pairs, grown, first, step):
+    """Tables first, first + step, ... of ``pairs`` inserted into the larger ``grown``."""
+    size = grown.shape[1]
+    for t in range(first, pairs.shape[0], step):
+        for old in range(pairs.shape[1]):
+            key = pairs[t, old]
+            if key >= 0:
+                at = _pair_slot(key, size)
+                while grown[t, at] >= 0:
+                    at = at + 1 if at + 1 < size else 0
+                grown[t, at] = key
+
+
+@numba.njit(nogil=True, cache=True)
+def _collect_pairs(pairs, offsets, relabel, bounds, out):
+    """Table t's pairs into ``out[bounds[t]:bounds[t + 1]]`` (unsorted), each author's number
+    made dense (``offsets[t]`` + its number in the table) and its code relabelled."""
+    low = (1 << _CODE_BITS) - 1
+    for t in range(pairs.shape[0]):
+        at = bounds[t]
+        for slot in range(pairs.shape[1]):
+            key = pairs[t, slot]
+            if key >= 0:
+                user = offsets[t] + (key >> _CODE_BITS)
+                out[at] = (user << _CODE_BITS) | relabel[key & low]
+                at += 1
