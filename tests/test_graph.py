@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from splits.config.settings import schema_defaults
 from splits.errors import ConfigError
 from splits.graph import build as graph
+from splits.graph import memberships as memberships_module
 from splits.graph.settings import GraphSettings
 from splits.io import write_parquet
 
@@ -400,6 +401,30 @@ def test_memberships_in_small_batches_equal_python_sets(corpus, monkeypatch, thr
         for name in subs:
             n_users[name] += 1
     assert members.n_users.tolist() == [n_users[n] for n in members.names.tolist()]
+
+
+def test_one_author_of_many_subreddits_grows_only_its_own_pair_set(monkeypatch):
+    """Each author table keeps its authors' (user, subreddit) pairs in its own set: an author of
+    5,000 subreddits (a bot, a power user) grows its table's set, not the 255 others (grown
+    together, they would hold 256 times its subreddits); the memberships stay exact."""
+    sizes = []
+
+    class Recorded(graph._AuthorTable):
+        def distinct_pairs(self, relabel):
+            sizes.append(np.diff(self.pair_start))
+            return super().distinct_pairs(relabel)
+
+    monkeypatch.setattr(memberships_module, "_AuthorTable", Recorded)
+    hub = [(f"s{i}", "hub") for i in range(5000)]
+    others = [(f"s{(7 * u + j) % 5000}", f"u{u}") for u in range(2000) for j in range(2)]
+    posts = pl.DataFrame(hub + others, schema=["subreddit", "author"], orient="row")
+    members = graph.memberships(posts.lazy(), batch_rows=1000, threads=2)
+    rows = sorted(members.user_indptr[1:] - members.user_indptr[:-1], reverse=True)
+    assert rows[0] == 5000 and rows[1:] == [2] * 2000
+    (table_sizes,) = sizes
+    initial = graph._AuthorTable.__init__.__defaults__[1]
+    assert table_sizes.max() >= 5000 / 0.7
+    assert sorted(table_sizes)[:-1] == [initial] * 255
 
 
 def test_case_variants_in_different_batches_merge(monkeypatch):

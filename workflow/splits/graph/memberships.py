@@ -219,16 +219,18 @@ class _AuthorTable:
     """Authors' 128-bit name identities numbered by 2^_PART_BITS open-addressing tables (rows
     of ``slots``: first hash, second hash, number + 1 or 0 when empty), one per value of the
     first hash's top bits, and beside each the set of its authors' distinct (number, subreddit
-    code) pairs (rows of ``pairs``, -1 when empty). The tables grow together (the hash spreads
-    authors evenly), by half once 7/10 full. A batch's posts are first grouped by table, then
-    each table's lookups run together, the tables shared among ``threads`` (the kernel releases
-    the GIL)."""
+    code) pairs (table t's set is ``pairs[pair_start[t]:pair_start[t + 1]]``, -1 when empty).
+    The author tables grow together (the hash spreads authors evenly); each pair set grows on
+    its own, so that one author of very many subreddits enlarges only its table's set. A
+    batch's posts are first grouped by table, then each table's lookups run together, the
+    tables shared among ``threads`` (the kernels release the GIL)."""
 
     def __init__(self, size: int = 1 << 10, pair_size: int = 1 << 12, threads: int = 1):
         parts = 1 << _PART_BITS
         self.slots = np.zeros((parts, size, 3), dtype=np.uint64)
         self.counts = np.zeros(parts, dtype=np.int64)
-        self.pairs = np.full((parts, pair_size), -1, dtype=np.int64)
+        self.pair_start = np.arange(parts + 1, dtype=np.int64) * pair_size
+        self.pairs = np.full(int(self.pair_start[-1]), -1, dtype=np.int64)
         self.pair_counts = np.zeros(parts, dtype=np.int64)
         self.threads = max(1, threads)
 
@@ -241,8 +243,8 @@ class _AuthorTable:
         starts, h1, h2, codes = _group_by_table(h1, h2, codes)
         reached = starts[:-1].copy()
         while True:
-            self._spread(_assign_tables, self.slots, self.counts, self.pairs, self.pair_counts,
-                         h1, h2, codes, starts, reached)  # fmt: skip
+            self._spread(_assign_tables, self.slots, self.counts, self.pairs, self.pair_start,
+                         self.pair_counts, h1, h2, codes, starts, reached)  # fmt: skip
             if (reached == starts[1:]).all():
                 return
             if int(self.counts.max()) >= 1 << _LOCAL_BITS:
@@ -255,10 +257,18 @@ class _AuthorTable:
                 grown = np.zeros((len(self.counts), _grown(self.slots.shape[1]), 3), np.uint64)
                 self._spread(_rehash_authors, self.slots, grown)
                 self.slots = grown
-            if int(self.pair_counts.max()) + 1 > _limit(self.pairs.shape[1]):
-                grown = np.full((len(self.counts), _grown(self.pairs.shape[1])), -1, np.int64)
-                self._spread(_rehash_pairs, self.pairs, grown)
-                self.pairs = grown
+            sizes = np.diff(self.pair_start)
+            full = self.pair_counts + 1 > sizes * _LOAD[0] // _LOAD[1]
+            if full.any():
+                # the sets within a tenth of their limit grow with the full ones: sets fill
+                # at about the same pace, and each growth copies every set
+                near = full | (self.pair_counts + 1 > sizes * (_LOAD[0] - 1) // _LOAD[1])
+                new_sizes = np.where(near, [_grown(int(n)) for n in sizes], sizes)
+                start = np.zeros(len(sizes) + 1, dtype=np.int64)
+                np.cumsum(new_sizes, out=start[1:])
+                grown = np.full(int(start[-1]), -1, dtype=np.int64)
+                self._spread(_rehash_pairs, self.pairs, self.pair_start, grown, start)
+                self.pairs, self.pair_start = grown, start
 
     def _spread(self, kernel, *args) -> None:
         """``kernel(*args, first, step)`` over the tables, shared among the threads."""
@@ -278,8 +288,8 @@ class _AuthorTable:
         bounds = np.zeros(len(self.pair_counts) + 1, dtype=np.int64)
         np.cumsum(self.pair_counts, out=bounds[1:])
         out = np.empty(int(bounds[-1]), dtype=np.int64)
-        _collect_pairs(self.pairs, offsets, relabel, bounds, out)
-        self.pairs = np.zeros((0, 0), dtype=np.int64)
+        _collect_pairs(self.pairs, self.pair_start, offsets, relabel, bounds, out)
+        self.pairs = np.zeros(0, dtype=np.int64)
 
         def sort(table: int) -> None:  # numpy's sort releases the GIL
             out[bounds[table] : bounds[table + 1]].sort()
@@ -328,19 +338,19 @@ def _pair_slot(key, size):
 
 
 @numba.njit(nogil=True, cache=True)
-def _assign_tables(slots, counts, pairs, pair_counts, h1, h2, codes, starts, reached, first,
-                   step):  # fmt: skip
+def _assign_tables(slots, counts, pairs, pair_start, pair_counts, h1, h2, codes, starts, reached,
+                   first, step):  # fmt: skip
     """Tables first, first + step, ...: their posts from ``reached[t]`` on, each author
     numbered (a new one appended to its table) and its (number, code) pair added to the
     table's set; a table stops (``reached[t]`` says where) before a new author or pair would
     fill it beyond its limit (``_limit``; 2^_LOCAL_BITS authors), to be grown and resumed."""
     size = slots.shape[1]
     limit = min(size * _LOAD[0] // _LOAD[1], 1 << _LOCAL_BITS)
-    pair_size = pairs.shape[1]
-    pair_limit = pair_size * _LOAD[0] // _LOAD[1]
     for t in range(first, slots.shape[0], step):
         table = slots[t]
-        pair_set = pairs[t]
+        pair_set = pairs[pair_start[t] : pair_start[t + 1]]
+        pair_size = pair_set.shape[0]
+        pair_limit = pair_size * _LOAD[0] // _LOAD[1]
         count = counts[t]
         n_pairs = pair_counts[t]
         i = reached[t]
@@ -405,28 +415,34 @@ def _rehash_authors(slots, grown, first, step):
 
 
 @numba.njit(nogil=True, cache=True)
-def _rehash_pairs(pairs, grown, first, step):
-    """Tables first, first + step, ... of ``pairs`` inserted into the larger ``grown``."""
-    size = grown.shape[1]
-    for t in range(first, pairs.shape[0], step):
-        for old in range(pairs.shape[1]):
-            key = pairs[t, old]
+def _rehash_pairs(pairs, pair_start, grown, grown_start, first, step):
+    """Pair sets first, first + step, ...: copied into ``grown`` where their size is kept,
+    inserted anew where it grew."""
+    for t in range(first, pair_start.shape[0] - 1, step):
+        old = pairs[pair_start[t] : pair_start[t + 1]]
+        new = grown[grown_start[t] : grown_start[t + 1]]
+        size = new.shape[0]
+        if size == old.shape[0]:
+            new[:] = old
+            continue
+        for slot in range(old.shape[0]):
+            key = old[slot]
             if key >= 0:
                 at = _pair_slot(key, size)
-                while grown[t, at] >= 0:
+                while new[at] >= 0:
                     at = at + 1 if at + 1 < size else 0
-                grown[t, at] = key
+                new[at] = key
 
 
 @numba.njit(nogil=True, cache=True)
-def _collect_pairs(pairs, offsets, relabel, bounds, out):
+def _collect_pairs(pairs, pair_start, offsets, relabel, bounds, out):
     """Table t's pairs into ``out[bounds[t]:bounds[t + 1]]`` (unsorted), each author's number
     made dense (``offsets[t]`` + its number in the table) and its code relabelled."""
     low = (1 << _CODE_BITS) - 1
-    for t in range(pairs.shape[0]):
+    for t in range(pair_start.shape[0] - 1):
         at = bounds[t]
-        for slot in range(pairs.shape[1]):
-            key = pairs[t, slot]
+        for slot in range(pair_start[t], pair_start[t + 1]):
+            key = pairs[slot]
             if key >= 0:
                 user = offsets[t] + (key >> _CODE_BITS)
                 out[at] = (user << _CODE_BITS) | relabel[key & low]
