@@ -43,7 +43,7 @@ from splits.graph.topk import N_MEASURES, top_k
 
 log = logging.getLogger(__name__)
 
-MEASURES = ("cosine", "jaccard")
+MEASURES = ("cosine", "jaccard")  # alphabetical: the neighbours table's order
 
 SUBREDDITS_SCHEMA = {
     "subreddit": pl.String,
@@ -248,40 +248,37 @@ def neighbour_table(incidence: Incidence, k: int, threads: int, block_mb: float)
 def neighbours_frame(
     blocks: Iterator[BlockNeighbours], names: np.ndarray, sizes: np.ndarray
 ) -> pl.DataFrame:
-    """The neighbours table of top-K blocks over subreddits ``names`` of ``sizes`` users."""
-    fields: dict[str, dict[str, list[np.ndarray]]] = {m: {} for m in MEASURES}
+    """The neighbours table of top-K blocks over subreddits ``names`` (sorted, distinct) of
+    ``sizes`` users, sorted by (subreddit, measure, rank): as ``names`` are sorted, by their
+    indices, so the rows are ordered by integers and the names gathered once, in that order."""
+    fields: dict[str, list[np.ndarray]] = {}
     for block in blocks:
-        for measure in MEASURES:
+        for m, measure in enumerate(MEASURES):
+            n_rows = len(block.source[measure])
+            fields.setdefault("measure", []).append(np.full(n_rows, m, dtype=np.int64))
             for name in ("source", "rank", "neighbour", "overlap", "value"):
-                fields[measure].setdefault(name, []).append(getattr(block, name)[measure])
-    frames = []
-    for measure in MEASURES:
-        cat = {
-            name: np.concatenate(parts) if parts else np.zeros(0)
-            for name, parts in fields[measure].items()
-        }
-        if not cat or len(cat["source"]) == 0:
-            continue
-        source = cat["source"].astype(np.int64)
-        neighbour = cat["neighbour"].astype(np.int64)
-        frames.append(
-            pl.DataFrame(
-                {
-                    "subreddit": names[source].tolist(),
-                    "measure": [measure] * len(source),
-                    "rank": cat["rank"].astype(np.int64),
-                    "neighbour": names[neighbour].tolist(),
-                    "overlap": cat["overlap"].astype(np.int64),
-                    "value": cat["value"].astype(np.float64),
-                    "size": sizes[source],
-                    "neighbour_size": sizes[neighbour],
-                },
-                schema=NEIGHBOURS_SCHEMA,
-            )
-        )
-    if not frames:
+                fields.setdefault(name, []).append(getattr(block, name)[measure])
+    if not fields or not sum(len(part) for part in fields["source"]):
         return pl.DataFrame(schema=NEIGHBOURS_SCHEMA)
-    return pl.concat(frames).sort(["subreddit", "measure", "rank"])
+    cat = {name: np.concatenate(parts) for name, parts in fields.items()}
+    source = cat["source"].astype(np.int64)
+    rank = cat["rank"].astype(np.int64)
+    order = np.lexsort((rank, cat["measure"], source))  # MEASURES is in alphabetical order
+    source, neighbour = source[order], cat["neighbour"].astype(np.int64)[order]
+    name_series = pl.Series(names.tolist(), dtype=pl.String)
+    return pl.DataFrame(
+        {
+            "subreddit": name_series.gather(source),
+            "measure": pl.Series(MEASURES, dtype=pl.String).gather(cat["measure"][order]),
+            "rank": rank[order],
+            "neighbour": name_series.gather(neighbour),
+            "overlap": cat["overlap"].astype(np.int64)[order],
+            "value": cat["value"].astype(np.float64)[order],
+            "size": sizes[source],
+            "neighbour_size": sizes[neighbour],
+        },
+        schema=NEIGHBOURS_SCHEMA,
+    )
 
 
 # --------------------------------------------------------------------------- stage
