@@ -381,7 +381,7 @@ def test_memberships_in_small_batches_equal_python_sets(corpus, monkeypatch, thr
     """Users numbered by the compiled hash tables and their pairs kept in per-table sets, every
     table grown many times from 2 slots here: the same (user, subreddit) sets as Python sets
     over the names."""
-    monkeypatch.setattr(graph._UserTable.__init__, "__defaults__", (4,))
+    monkeypatch.setattr(graph._NameTable.__init__, "__defaults__", (4,))
     monkeypatch.setattr(graph._AuthorTable.__init__, "__defaults__", (2, 2, 1))
     members = graph.memberships(corpus.lazy(), batch_rows=97, threads=threads)
     expected: dict[str, set[str]] = {}
@@ -431,7 +431,7 @@ def test_case_variants_in_different_batches_merge(monkeypatch):
     """Subreddit names are numbered as they first appear, batch by batch: variants of one name
     met in different batches (and a user's repeats across batches) still count once, and the
     counts follow the sorted lower-cased names."""
-    monkeypatch.setattr(graph._UserTable.__init__, "__defaults__", (2,))
+    monkeypatch.setattr(graph._NameTable.__init__, "__defaults__", (2,))
     monkeypatch.setattr(graph._AuthorTable.__init__, "__defaults__", (1, 1, 1))
     posts = pl.DataFrame(
         {

@@ -35,7 +35,7 @@ from splits.graph.memberships import (  # noqa: F401 (re-exported: the stage's o
     MEMBERSHIP_BATCH_ROWS,
     Memberships,
     _AuthorTable,
-    _UserTable,
+    _NameTable,
     memberships,
 )
 from splits.graph.settings import GraphSettings

@@ -74,7 +74,7 @@ def memberships(
             s2=pl.col("subreddit").hash(seed=_NAME_SEEDS[1]),
         )
     )
-    users, raw_names = _AuthorTable(threads=threads), _UserTable()
+    users, raw_names = _AuthorTable(threads=threads), _NameTable()
     lower = _LowerNames()
     raw_posts = np.zeros(0, dtype=np.int64)  # posts per raw (case-preserving) name
     for batch in rows.collect_batches(chunk_size=batch_rows):
@@ -147,10 +147,11 @@ def _first_rows(codes, first_code, stop_code):
     return rows
 
 
-class _UserTable:
-    """Open-addressing hash table from 128-bit name identities (of authors, or of subreddits)
-    to numbers 0, 1, ... in order of first appearance, grown to stay at most half full. A slot
-    is one row of ``slots``: (first hash, second hash, number + 1; 0 when empty)."""
+class _NameTable:
+    """Open-addressing hash table from 128-bit name identities (of the subreddits; the authors
+    have ``_AuthorTable``) to numbers 0, 1, ... in order of first appearance, grown to stay at
+    most half full. A slot is one row of ``slots``: (first hash, second hash, number + 1; 0 when
+    empty)."""
 
     def __init__(self, size: int = 1 << 16):
         self.slots = np.zeros((size, 3), dtype=np.uint64)
