@@ -403,6 +403,24 @@ def test_memberships_in_small_batches_equal_python_sets(corpus, monkeypatch, thr
     assert members.n_users.tolist() == [n_users[n] for n in members.names.tolist()]
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_posts_grouped_by_author_table_as_a_stable_sort(monkeypatch, threads):
+    """A batch's posts grouped by their author's table (the hash's top 8 bits), each thread
+    placing one part of the batch: numpy's stable sort by table, and the tables' bounds."""
+    monkeypatch.setattr(memberships_module, "_SPLIT_ROWS", 1)
+    rng = np.random.default_rng(3)
+    h1 = rng.integers(0, 2**64, 5000, dtype=np.uint64, endpoint=False)
+    h1[:300] = h1[0]  # one author's many posts
+    h2 = rng.integers(0, 2**64, 5000, dtype=np.uint64, endpoint=False)
+    codes = rng.integers(0, 70, 5000)
+    starts, g1, g2, gc = graph._AuthorTable(threads=threads)._group_by_table(h1, h2, codes)
+    table = (h1 >> np.uint64(56)).astype(np.int64)
+    order = np.argsort(table, kind="stable")
+    assert g1.tolist() == h1[order].tolist() and g2.tolist() == h2[order].tolist()
+    assert gc.tolist() == codes[order].tolist()
+    assert starts.tolist() == [0, *np.cumsum(np.bincount(table, minlength=256)).tolist()]
+
+
 def test_one_author_of_many_subreddits_grows_only_its_own_pair_set(monkeypatch):
     """Each author table keeps its authors' (user, subreddit) pairs in its own set: an author of
     5,000 subreddits (a bot, a power user) grows its table's set, not the 255 others (grown

@@ -26,6 +26,7 @@ _LOCAL_BITS = 31 - _PART_BITS
 # doubled while small and by half when large (memory); a slot is picked by multiply-shift from
 # 32 bits of a hash, so that a table's size need not be a power of two
 _LOAD = (7, 10)
+_SPLIT_ROWS = 1 << 16  # a batch of at least so many posts is grouped by table in parallel
 _DOUBLE_BELOW = 1 << 16  # slots a table: below, grown by doubling
 _FIBONACCI = 0x9E3779B97F4A7C15  # multiplicative hash of a packed pair (its low bits are a code)
 
@@ -241,7 +242,7 @@ class _AuthorTable:
 
     def add(self, h1: np.ndarray, h2: np.ndarray, codes: np.ndarray) -> None:
         """A batch of posts: their authors' hashes and lower-cased subreddit codes."""
-        starts, h1, h2, codes = _group_by_table(h1, h2, codes)
+        starts, h1, h2, codes = self._group_by_table(h1, h2, codes)
         reached = starts[:-1].copy()
         while True:
             self._spread(_assign_tables, self.slots, self.counts, self.pairs, self.pair_start,
@@ -271,13 +272,34 @@ class _AuthorTable:
                 self._spread(_rehash_pairs, self.pairs, self.pair_start, grown, start)
                 self.pairs, self.pair_start = grown, start
 
+    def _group_by_table(self, h1, h2, codes):
+        """Counting sort of the posts by their author's table, in input order within a table:
+        (starts, h1, h2, codes), table t's posts at starts[t] .. starts[t + 1] - 1. Each thread
+        counts, then places, one contiguous part of the batch."""
+        workers = self.threads if len(h1) >= _SPLIT_ROWS else 1
+        bounds = np.linspace(0, len(h1), workers + 1).astype(np.int64)
+        counts = np.zeros((workers, 1 << _PART_BITS), dtype=np.int64)
+        self._each(workers, lambda w: _count_by_table(h1, bounds[w], bounds[w + 1], counts[w]))
+        starts = np.zeros((1 << _PART_BITS) + 1, dtype=np.int64)
+        np.cumsum(counts.sum(axis=0), out=starts[1:])
+        # where each part's posts of a table begin: after the earlier parts' posts of the table
+        at = starts[:-1] + np.cumsum(counts, axis=0) - counts
+        grouped = (np.empty_like(h1), np.empty_like(h2), np.empty(len(codes), dtype=np.int64))
+        self._each(workers, lambda w: _place_by_table(h1, h2, codes, bounds[w], bounds[w + 1],
+                                                      at[w], *grouped))  # fmt: skip
+        return (starts, *grouped)
+
+    def _each(self, workers: int, work) -> None:
+        """``work(w)`` for w in 0 .. workers - 1, each in a thread (the kernels release the GIL)."""
+        if workers == 1:
+            work(0)
+            return
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(work, range(workers)))
+
     def _spread(self, kernel, *args) -> None:
         """``kernel(*args, first, step)`` over the tables, shared among the threads."""
-        if self.threads == 1:
-            kernel(*args, 0, 1)
-            return
-        with ThreadPoolExecutor(max_workers=self.threads) as pool:
-            list(pool.map(lambda w: kernel(*args, w, self.threads), range(self.threads)))
+        self._each(self.threads, lambda w: kernel(*args, w, self.threads))
 
     def distinct_pairs(self, relabel: np.ndarray) -> np.ndarray:
         """Every distinct pair packed as ``user << 32 | relabel[code]``, sorted: users numbered
@@ -301,28 +323,24 @@ class _AuthorTable:
 
 
 @numba.njit(nogil=True, cache=True)
-def _group_by_table(h1, h2, codes):
-    """Counting sort of the posts by their author's table: (starts, h1, h2, codes), table t's
-    posts at starts[t] .. starts[t + 1] - 1."""
-    parts = 1 << _PART_BITS
+def _count_by_table(h1, start, stop, counts):
+    """Posts start .. stop - 1 counted by their author's table (the hash's top bits)."""
     shift = np.uint64(64 - _PART_BITS)
-    starts = np.zeros(parts + 1, dtype=np.int64)
-    for i in range(h1.shape[0]):
-        starts[np.int64(h1[i] >> shift) + 1] += 1
-    for t in range(parts):
-        starts[t + 1] += starts[t]
-    at = starts[:-1].copy()
-    g1 = np.empty_like(h1)
-    g2 = np.empty_like(h2)
-    gc = np.empty(codes.shape[0], dtype=np.int64)
-    for i in range(h1.shape[0]):
+    for i in range(start, stop):
+        counts[np.int64(h1[i] >> shift)] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _place_by_table(h1, h2, codes, start, stop, at, g1, g2, gc):
+    """Posts start .. stop - 1 copied, in order, to their table's next place (``at[table]``)."""
+    shift = np.uint64(64 - _PART_BITS)
+    for i in range(start, stop):
         t = np.int64(h1[i] >> shift)
         j = at[t]
         g1[j] = h1[i]
         g2[j] = h2[i]
         gc[j] = codes[i]
         at[t] = j + 1
-    return starts, g1, g2, gc
 
 
 @numba.njit(inline="always")
