@@ -175,19 +175,9 @@ def _assign_users(h1, h2, slots, count, out, start):
     mask = slots.shape[0] - 1
     limit = slots.shape[0] // 2
     for i in range(start, h1.shape[0]):
-        slot = h1[i] & mask
-        while True:
-            if slots[slot, 2] == 0:
-                if count + 1 > limit:
-                    return count, i
-                slots[slot, 0] = h1[i]
-                slots[slot, 1] = h2[i]
-                count += 1
-                slots[slot, 2] = count
-                break
-            if slots[slot, 0] == h1[i] and slots[slot, 1] == h2[i]:
-                break
-            slot = (slot + 1) & mask
+        slot, count = _find_or_add(slots, h1[i], h2[i], h1[i] & mask, count, limit)
+        if slot < 0:
+            return count, i
         out[i] = slots[slot, 2] - 1
     return count, h1.shape[0]
 
@@ -195,16 +185,61 @@ def _assign_users(h1, h2, slots, count, out, start):
 @numba.njit(nogil=True, cache=True)
 def _rehash(slots, size):
     grown = np.zeros((size, 3), dtype=np.uint64)
-    mask = size - 1
     for old in range(slots.shape[0]):
         if slots[old, 2] != 0:
-            slot = slots[old, 0] & mask
-            while grown[slot, 2] != 0:
-                slot = (slot + 1) & mask
-            grown[slot, 0] = slots[old, 0]
-            grown[slot, 1] = slots[old, 1]
-            grown[slot, 2] = slots[old, 2]
+            _reinsert(grown, slots[old], slots[old, 0] & (size - 1))
     return grown
+
+
+@numba.njit(inline="always")
+def _find_or_add(table, h1, h2, slot, count, limit):
+    """Linear probing of an open-addressing name table (rows: first hash, second hash, number
+    + 1 or 0 when empty) from ``slot``: the row of the name (h1, h2), added as number
+    ``count`` + 1 if new. Returns (row, names now in the table); row -1, the name not added,
+    when it is new and the table already holds ``limit`` names. (``_assign_tables`` writes the
+    same probe out in its loop: called there, it cost the author pass about 5%.)"""
+    size = table.shape[0]
+    while True:
+        if table[slot, 2] == 0:
+            if count + 1 > limit:
+                return -1, count
+            table[slot, 0] = h1
+            table[slot, 1] = h2
+            count += 1
+            table[slot, 2] = count
+            return slot, count
+        if table[slot, 0] == h1 and table[slot, 1] == h2:
+            return slot, count
+        slot = slot + 1 if slot + 1 < size else 0
+
+
+@numba.njit(inline="always")
+def _add_key(keys, key, at, count, limit):
+    """Linear probing of a set of non-negative keys (-1 when empty) from ``at``: ``key``
+    added if new. Returns the keys now in the set, -1 (the key not added) when it is new and
+    the set already holds ``limit`` keys."""
+    size = keys.shape[0]
+    while True:
+        value = keys[at]
+        if value == key:
+            return count
+        if value < 0:
+            if count + 1 > limit:
+                return -1
+            keys[at] = key
+            return count + 1
+        at = at + 1 if at + 1 < size else 0
+
+
+@numba.njit(inline="always")
+def _reinsert(table, row, slot):
+    """A name's row (with its number) into the first empty row of ``table`` from ``slot``."""
+    size = table.shape[0]
+    while table[slot, 2] != 0:
+        slot = slot + 1 if slot + 1 < size else 0
+    table[slot, 0] = row[0]
+    table[slot, 1] = row[1]
+    table[slot, 2] = row[2]
 
 
 def _limit(size: int) -> int:
@@ -375,6 +410,8 @@ def _assign_tables(slots, counts, pairs, pair_start, pair_counts, h1, h2, codes,
         i = reached[t]
         stop = starts[t + 1]
         while i < stop:
+            # _find_or_add and _add_key written out: the hot loop of the stage, where the calls
+            # cost about 5% (measured at 20k subreddits: 3.1 against 2.95 s for the batches)
             slot = _author_slot(h1[i], size)
             full = False
             while True:
@@ -389,9 +426,7 @@ def _assign_tables(slots, counts, pairs, pair_start, pair_counts, h1, h2, codes,
                     break
                 if table[slot, 0] == h1[i] and table[slot, 1] == h2[i]:
                     break
-                slot += 1
-                if slot == size:
-                    slot = 0
+                slot = slot + 1 if slot + 1 < size else 0
             if full:
                 break
             key = ((np.int64(table[slot, 2]) - 1) << _CODE_BITS) | codes[i]
@@ -407,9 +442,7 @@ def _assign_tables(slots, counts, pairs, pair_start, pair_counts, h1, h2, codes,
                     pair_set[at] = key
                     n_pairs += 1
                     break
-                at += 1
-                if at == pair_size:
-                    at = 0
+                at = at + 1 if at + 1 < pair_size else 0
             if full:
                 break
             i += 1
@@ -425,12 +458,7 @@ def _rehash_authors(slots, grown, first, step):
     for t in range(first, slots.shape[0], step):
         for old in range(slots.shape[1]):
             if slots[t, old, 2] != 0:
-                slot = _author_slot(slots[t, old, 0], size)
-                while grown[t, slot, 2] != 0:
-                    slot = slot + 1 if slot + 1 < size else 0
-                grown[t, slot, 0] = slots[t, old, 0]
-                grown[t, slot, 1] = slots[t, old, 1]
-                grown[t, slot, 2] = slots[t, old, 2]
+                _reinsert(grown[t], slots[t, old], _author_slot(slots[t, old, 0], size))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -447,10 +475,7 @@ def _rehash_pairs(pairs, pair_start, grown, grown_start, first, step):
         for slot in range(old.shape[0]):
             key = old[slot]
             if key >= 0:
-                at = _pair_slot(key, size)
-                while new[at] >= 0:
-                    at = at + 1 if at + 1 < size else 0
-                new[at] = key
+                _add_key(new, key, _pair_slot(key, size), 0, size)
 
 
 @numba.njit(nogil=True, cache=True)
