@@ -242,8 +242,8 @@ def _reinsert(table, row, slot):
     table[slot, 2] = row[2]
 
 
-def _limit(size: int) -> int:
-    """Entries a table of ``size`` slots holds before it is grown."""
+def _limit(size):
+    """Entries a table of ``size`` slots holds before it is grown (sizes: an int or an array)."""
     return size * _LOAD[0] // _LOAD[1]
 
 
@@ -295,7 +295,7 @@ class _AuthorTable:
                 self._spread(_rehash_authors, self.slots, grown)
                 self.slots = grown
             sizes = np.diff(self.pair_start)
-            full = self.pair_counts + 1 > sizes * _LOAD[0] // _LOAD[1]
+            full = self.pair_counts + 1 > _limit(sizes)
             if full.any():
                 # the sets within a tenth of their limit grow with the full ones: sets fill
                 # at about the same pace, and each growth copies every set
