@@ -26,6 +26,7 @@ from splits.topics import in_process
 from splits.topics import statistics as topic_stats
 from splits.topics.corpus import CorpusStats, ShardCounts
 from splits.topics.index import BM25Index
+from splits.topics.scoring import score_shard
 from splits.topics.settings import TopicBM25Settings, TopicSplitSettings
 
 #: one-word keywords, so a post holds a keyword exactly when it holds one of the query's tokens
@@ -260,3 +261,58 @@ def test_schema_spells_topics_bm25_as_hypotheses_retrieval(repo_root):
     assert topics["method"]["enum"] == [m for m in retrieval["method"]["enum"] if m is not None]
     assert topics["method"]["default"] == "robertson"
     assert tuple(topics["method"]["enum"]) == METHODS
+
+
+@pytest.mark.parametrize("method", ["robertson", *METHODS])
+def test_index_from_postings_is_the_index_from_texts(posts, method, tmp_path):
+    """The scoring job's index, built from the postings and lengths its shard's statistics job
+    wrote (through their files), equals the index built from the shard's texts with the same
+    corpus statistics, bit for bit: weights, idf and lengths, so every score and tie is the
+    same; the postings hold only the topics' terms."""
+    union = _union(posts)
+    shards = [union.slice(0, 250), union.slice(250, 10_000)]
+    terms = topic_stats.topic_terms(TOPICS)
+    counts = [topic_stats.shard_counts(s, "shared", terms) for s in shards]
+    stats = topic_stats.global_statistics(counts, terms)["shared"]
+    params = bm25_settings(method=method, k1=1.2, b=0.7, delta=0.8).params()
+    for i, (shard, shard_counts) in enumerate(zip(shards, counts, strict=True)):
+        paths = (tmp_path / f"{i}.postings.parquet", tmp_path / f"{i}.lengths.parquet")
+        topic_stats.write_postings(shard_counts, *paths)
+        postings = topic_stats.read_postings(*paths)["shared"]
+        assert postings.terms == tuple(sorted(terms))
+        assert postings.n_docs == shard.height and len(postings.term) > 100
+        from_postings = BM25Index.from_postings(postings, params=params, stats=stats)
+        from_texts = BM25Index.from_texts(shard.get_column("text"), params=params, stats=stats)
+        assert from_postings.vocabulary == from_texts.vocabulary
+        for name in ("idf", "doc_len"):
+            np.testing.assert_array_equal(getattr(from_postings, name), getattr(from_texts, name))
+        for name in ("data", "indices", "indptr"):
+            got, want = getattr(from_postings.weights, name), getattr(from_texts.weights, name)
+            assert got.dtype == want.dtype and np.array_equal(got, want), name
+        assert from_postings.weights.nnz > 100
+        for topic in TOPICS:
+            query = query_tokens(topic.keywords)
+            assert np.array_equal(from_postings.get_scores(query), from_texts.get_scores(query))
+
+
+def _score(shard, stats, topics, bm25, postings):
+    shard = shard.with_columns(demographics=pl.concat_list(pl.col("demographic")))
+    return score_shard(shard, stats, "shared", topics, 10, bm25, postings)
+
+
+def test_postings_of_other_topics_or_another_shard_are_one_error_line(posts, tmp_path):
+    """Postings counted for other topics, or for another shard, are refused with one line
+    saying to re-run the statistics, not scored into wrong results."""
+    union = _union(posts)
+    shard = union.slice(0, 300)
+    fewer = topic_stats.topic_terms(TOPICS[:1])
+    counts = topic_stats.shard_counts(shard, "shared", fewer)
+    terms = topic_stats.topic_terms(TOPICS)
+    stats = topic_stats.global_statistics([topic_stats.shard_counts(shard, "shared")], terms)
+    bm25 = bm25_settings().params()
+    postings = {group: c.postings for group, c in counts.items()}
+    with pytest.raises(ConfigError, match="counted for other topics; re-run the topic stat"):
+        _score(shard, stats, TOPICS, bm25, postings)
+    other = topic_stats.shard_counts(union.slice(300, 200), "shared", terms)
+    with pytest.raises(ConfigError, match="not this shard's .200 documents, the shard 300.; re-"):
+        _score(shard, stats, TOPICS, bm25, {g: c.postings for g, c in other.items()})

@@ -4,9 +4,10 @@
 # The BM25 topic splits run as map -> reduce -> map -> reduce over shards of the demographics'
 # posts (bounded by topics.shard_posts and topics.shard_mb), so each job's memory is bounded:
 # topic_shards cuts the union into shards (a checkpoint: their number depends on the data),
-# topic_shard_stats counts each shard's vocabulary, topic_global_stats sums the counts into
-# the corpus statistics, topic_shard_score scores each shard with them and the BM25 variant of
-# topics.bm25 (its top K per demographic and topic), and topic_splits merges the shards' top Ks
+# topic_shard_stats counts each shard's vocabulary (and keeps its postings of the topics' terms
+# and its documents' lengths, so the shard is tokenised once), topic_global_stats sums the counts
+# into the corpus statistics, topic_shard_score scores each shard with them and the BM25 variant
+# of topics.bm25 (its top K per demographic and topic), and topic_splits merges the shards' top Ks
 # and makes the cut. With ingest.buckets > 1 topic_shards is one job per posts bucket (its folder
 # and shards named by the bucket: common.smk, TOPIC_SHARD), so no job reads the whole corpus.
 
@@ -40,9 +41,12 @@ checkpoint topic_shards:
 rule topic_shard_stats:
     input:
         shard=f"{TOPIC_SHARDS}/{TOPIC_SHARD}.parquet",
+        topics=config["topics"]["file"],
     output:
         vocab=f"{TOPIC_STATS}/{TOPIC_SHARD}.vocab.parquet",
         counts=f"{TOPIC_STATS}/{TOPIC_SHARD}.counts.json",
+        postings=f"{TOPIC_STATS}/{TOPIC_SHARD}.postings.parquet",
+        lengths=f"{TOPIC_STATS}/{TOPIC_SHARD}.lengths.parquet",
     log:
         f"logs/topic_shard_stats/{TOPIC_SHARD}.log",
     benchmark:
@@ -56,8 +60,9 @@ rule topic_shard_stats:
         settings=settings_json(config, TopicShardStatsSettings),
     shell:
         "POLARS_MAX_THREADS={threads} splits topic-splits stats --shard {input.shard:q}"
-        " --out-vocab {output.vocab:q} --out-counts {output.counts:q}"
-        " --settings {params.settings:q} > {log:q} 2>&1"
+        " --topics-file {input.topics:q} --out-vocab {output.vocab:q}"
+        " --out-counts {output.counts:q} --out-postings {output.postings:q}"
+        " --out-lengths {output.lengths:q} --settings {params.settings:q} > {log:q} 2>&1"
 
 
 rule topic_global_stats:
@@ -88,6 +93,8 @@ rule topic_shard_score:
         shard=f"{TOPIC_SHARDS}/{TOPIC_SHARD}.parquet",
         stats=f"{RESULTS}/topics/global_stats.json",
         topics=config["topics"]["file"],
+        postings=f"{TOPIC_STATS}/{TOPIC_SHARD}.postings.parquet",
+        lengths=f"{TOPIC_STATS}/{TOPIC_SHARD}.lengths.parquet",
     output:
         f"{TOPIC_HITS}/{TOPIC_SHARD}.parquet",
     log:
@@ -103,7 +110,8 @@ rule topic_shard_score:
         settings=settings_json(config, TopicShardScoreSettings),
     shell:
         "POLARS_MAX_THREADS={threads} splits topic-splits score --shard {input.shard:q}"
-        " --global-stats {input.stats:q} --topics-file {input.topics:q} --out {output:q}"
+        " --global-stats {input.stats:q} --topics-file {input.topics:q}"
+        " --postings {input.postings:q} --lengths {input.lengths:q} --out {output:q}"
         " --settings {params.settings:q} > {log:q} 2>&1"
 
 

@@ -104,11 +104,13 @@ def write_parquet(
     path: str | Path,
     compression_level: int | None = PARQUET_LEVEL,
     row_group_size: int | None = None,
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """Write a frame as zstd Parquet atomically. ``compression_level`` (zstd 1-22, default
     ``PARQUET_LEVEL``; None: the library's default) trades file size for write speed;
     ``row_group_size`` (rows; None: the library's default) bounds what a reader decodes at once
-    (see :func:`iter_sorted_merge`)."""
+    (see :func:`iter_sorted_merge`); ``metadata``: key-value pairs kept in the file's footer
+    (``pl.read_parquet_metadata`` reads them back; a DataFrame only)."""
     path = Path(path)
     with atomic_path(path) as tmp:
         if isinstance(frame, pl.LazyFrame):
@@ -125,6 +127,7 @@ def write_parquet(
                 compression_level=compression_level,
                 statistics=True,
                 row_group_size=row_group_size,
+                metadata=metadata,
             )
     return path
 

@@ -53,10 +53,12 @@ from splits.topics.statistics import (
     global_statistics,
     read_counts,
     read_global_stats,
+    read_postings,
     shard_counts,
     topic_terms,
     write_counts,
     write_global_stats,
+    write_postings,
 )
 
 log = logging.getLogger(__name__)
@@ -135,6 +137,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     stats.add_argument("--shard", required=True, help="a shard file of `shard`")
     stats.add_argument("--out-vocab", required=True, help="vocabulary Parquet (group, tok, df)")
     stats.add_argument("--out-counts", required=True, help="documents and lengths (JSON)")
+    stats.add_argument(
+        "--topics-file",
+        required=True,
+        help="the run's topic list (YAML or JSON): the postings of its terms are kept",
+    )
+    stats.add_argument(
+        "--out-postings",
+        required=True,
+        help="the shard's postings of the topics' terms (Parquet: group, tok, doc, tf)",
+    )
+    stats.add_argument(
+        "--out-lengths",
+        required=True,
+        help="the shard's document lengths (Parquet: group, doc_len)",
+    )
     add_settings_arguments(stats)
 
     reduce = sub.add_parser("global-stats", help="the corpus statistics over every shard")
@@ -156,6 +173,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="corpus statistics of all shards (the stats step's output)",
     )
     score.add_argument("--topics-file", required=True, help="the run's topic list (YAML or JSON)")
+    score.add_argument(
+        "--postings", required=True, help="the shard's postings (the stats step's --out-postings)"
+    )
+    score.add_argument(
+        "--lengths", required=True, help="the shard's lengths (the stats step's --out-lengths)"
+    )
     score.add_argument("--out", required=True, help="the shard's hits (Parquet)")
     add_settings_arguments(score)
 
@@ -240,8 +263,10 @@ def run(args: argparse.Namespace) -> int:
         _shard_files(args, Path(args.out_dir), settings)
     elif args.action == "stats":
         (shard,) = _existing("--shard", [args.shard])
-        counts = shard_counts(pl.read_parquet(shard), settings.index)
+        terms = topic_terms(load_topics(args.topics_file))
+        counts = shard_counts(pl.read_parquet(shard), settings.index, terms)
         write_counts(counts, settings.index, args.out_vocab, args.out_counts)
+        write_postings(counts, args.out_postings, args.out_lengths)
     elif args.action == "global-stats":
         if not args.vocab and not args.counts:
             raise no_posts_error()
@@ -261,7 +286,10 @@ def run(args: argparse.Namespace) -> int:
         index, stats = read_global_stats(*_existing("--global-stats", [args.global_stats]))
         topics = load_topics(args.topics_file)
         bm25 = settings.bm25.params()
-        hits = score_shard(pl.read_parquet(shard), stats, index, topics, settings.top_k, bm25)
+        postings = read_postings(*_existing("--postings/--lengths", [args.postings, args.lengths]))
+        hits = score_shard(
+            pl.read_parquet(shard), stats, index, topics, settings.top_k, bm25, postings
+        )
         write_parquet(hits, args.out)
     elif args.action == "merge":
         topics = load_topics(args.topics_file)

@@ -112,49 +112,133 @@ def _id_dtype(largest: int) -> type:
 
 
 @dataclass(frozen=True)
+class QueryPostings:
+    """A shard's postings of the query terms and every document's length in tokens: with the
+    corpus statistics, all a BM25 index of the shard needs to score the queries
+    (``BM25Index.from_postings``), so the shard is tokenised once, when it is counted, and not
+    again when it is scored. ``terms``: the query terms they were taken for, sorted (a term absent
+    from the postings occurs in no document of the shard); ``term`` (index into ``terms``),
+    ``doc`` (the document's place in the shard) and ``tf`` (its count of the term): one posting
+    each, sorted by (term, doc); ``doc_len`` in document order."""
+
+    terms: tuple[str, ...]
+    term: np.ndarray
+    doc: np.ndarray
+    tf: np.ndarray
+    doc_len: np.ndarray
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_len)
+
+
+@dataclass(frozen=True)
 class ShardCounts:
     """What one shard of a corpus contributes to the corpus's BM25 statistics: its number of
     documents, its total length in tokens, and its vocabulary (``tok``, ``df``: the number of
     its documents holding the term) in order of first appearance; ``n_nonempty``: its documents
-    holding at least one token (Lucene's ``docCount``, the N of ``bm25.method: lucene``)."""
+    holding at least one token (Lucene's ``docCount``, the N of ``bm25.method: lucene``);
+    ``postings``: where counted for query terms, the shard's postings of those terms."""
 
     n_docs: int
     total_len: int
     vocabulary: pl.DataFrame
     n_nonempty: int | None = None
+    postings: QueryPostings | None = None
 
     @classmethod
     def from_texts(
-        cls, texts: Sequence[str | None] | pl.Series, block_docs: int = BUILD_BLOCK_DOCS
+        cls,
+        texts: Sequence[str | None] | pl.Series,
+        block_docs: int = BUILD_BLOCK_DOCS,
+        query_terms: Iterable[str] | None = None,
     ) -> ShardCounts:
-        """Counts of raw texts (the module's tokeniser), ``block_docs`` documents at a time."""
-        return cls._from_token_blocks(_token_blocks(texts, block_docs), len(texts))
+        """Counts of raw texts (the module's tokeniser), ``block_docs`` documents at a time;
+        with ``query_terms``, the postings of those terms as well (``postings``)."""
+        return cls._from_token_blocks(_token_blocks(texts, block_docs), len(texts), query_terms)
 
     @classmethod
-    def from_token_lists(cls, corpus: Sequence[Sequence[str]]) -> ShardCounts:
+    def from_token_lists(
+        cls, corpus: Sequence[Sequence[str]], query_terms: Iterable[str] | None = None
+    ) -> ShardCounts:
         """Counts of pre-tokenised documents, taken as given."""
-        return cls._from_token_blocks(_token_list_blocks(corpus), len(corpus))
+        return cls._from_token_blocks(_token_list_blocks(corpus), len(corpus), query_terms)
 
     @classmethod
     def _from_token_blocks(
-        cls, blocks: Iterable[tuple[int, pl.DataFrame]], n_docs: int
+        cls,
+        blocks: Iterable[tuple[int, pl.DataFrame]],
+        n_docs: int,
+        query_terms: Iterable[str] | None = None,
     ) -> ShardCounts:
         vocab = _vocabulary_frame([])
         doc_len = np.zeros(n_docs, dtype=np.int64)
         doc_freq = np.zeros(0, dtype=np.int64)
+        query_term = np.zeros(0, dtype=np.int64)  # per vocabulary term: its query term, or -1
+        terms = None if query_terms is None else tuple(sorted(set(query_terms)))
+        query_terms_frame = pl.DataFrame(
+            {"tok": pl.Series(terms or (), dtype=pl.String)}
+        ).with_row_index("query_term")
+        kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for start, frame in blocks:
             if frame.height:
-                vocab, (term, _, _) = _block_postings(frame, start, vocab, doc_len)
+                known = vocab.height
+                vocab, (term, doc, tf) = _block_postings(frame, start, vocab, doc_len)
                 grown = np.bincount(term, minlength=vocab.height)
                 grown[: len(doc_freq)] += doc_freq
                 doc_freq = grown
+                if terms:
+                    query_term = _query_term_of(vocab, query_terms_frame, known, query_term)
+                    of_posting = query_term[term]
+                    keep = of_posting >= 0
+                    kept.append((of_posting[keep], doc[keep], tf[keep]))
         vocabulary = vocab.select("tok").with_columns(pl.Series("df", doc_freq, dtype=pl.Int64))
+        postings = None
+        if terms is not None:
+            postings = _query_postings(terms, kept, doc_len)
         return cls(
             n_docs=n_docs,
             total_len=int(doc_len.sum()),
             vocabulary=vocabulary,
             n_nonempty=int((doc_len > 0).sum()),
+            postings=postings,
         )
+
+
+def _query_term_of(
+    vocab: pl.DataFrame, query_terms: pl.DataFrame, known: int, query_term: np.ndarray
+) -> np.ndarray:
+    """Per vocabulary term (id): its index among the query terms, or -1; ``query_term`` holds
+    it for the first ``known`` terms, so only the terms the block added are looked up."""
+    added = (
+        vocab.slice(known)
+        .join(query_terms, on="tok", how="left", maintain_order="left")
+        .get_column("query_term")
+        .fill_null(-1)
+        .to_numpy()
+        .astype(np.int64)
+    )
+    return np.concatenate([query_term, added])
+
+
+def _query_postings(
+    terms: tuple[str, ...],
+    blocks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    doc_len: np.ndarray,
+) -> QueryPostings:
+    """The blocks' (query term, doc, tf) postings sorted by (query term, doc)."""
+    if not blocks:
+        empty = np.zeros(0, dtype=np.uint32)
+        return QueryPostings(terms, empty, empty, empty, doc_len)
+    term, doc, tf = (np.concatenate(parts) for parts in zip(*blocks, strict=True))
+    order = pl.Series(term * max(len(doc_len), 1) + doc).arg_sort().to_numpy()
+    return QueryPostings(
+        terms,
+        term[order].astype(np.uint32),
+        doc[order].astype(np.uint32),
+        tf[order].astype(np.uint32),
+        doc_len,
+    )
 
 
 def _ranked_vocabulary(vocabulary: pl.LazyFrame, shard: int) -> pl.LazyFrame:

@@ -29,11 +29,21 @@ def _split(
     def load(shard: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         return shard.lazy().collect()
 
-    counts = [shard_counts(load(s), settings.index) for s in shards]
-    stats = global_statistics(counts, topic_terms(topics))
+    terms = topic_terms(topics)
+    counts = [shard_counts(load(s), settings.index, terms) for s in shards]
+    stats = global_statistics(counts, terms)
     bm25 = settings.bm25.params()
     hits = [
-        score_shard(load(s), stats, settings.index, topics, settings.top_k, bm25) for s in shards
+        score_shard(
+            load(s),
+            stats,
+            settings.index,
+            topics,
+            settings.top_k,
+            bm25,
+            {group: c.postings for group, c in shard_counts_.items()},
+        )
+        for s, shard_counts_ in zip(shards, counts, strict=True)
     ]
     best = best_hits(hits, settings.top_k)
     posts = pl.concat([s.lazy() for s in shards]) if shards else pl.LazyFrame(schema=SHARD_SCHEMA)

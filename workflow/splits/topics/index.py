@@ -31,6 +31,7 @@ from splits.text import POLARS_WORD_PATTERN, content_words
 from splits.topics.corpus import (
     BUILD_BLOCK_DOCS,
     CorpusStats,
+    QueryPostings,
     _block_postings,
     _id_dtype,
     _idf,
@@ -124,6 +125,62 @@ class BM25Index:
             if frame.height:
                 vocab, block = _block_postings(frame, start, vocab, doc_len, extend=not fixed)
                 postings.append(block)
+        return cls._from_postings(vocab, doc_len, postings, params, stats)
+
+    @classmethod
+    def from_postings(
+        cls, postings: QueryPostings, params: BM25Params, stats: CorpusStats
+    ) -> BM25Index:
+        """The index ``from_texts(texts, params, stats=stats)`` builds, from the shard's
+        postings of the query terms and its documents' lengths (``QueryPostings``, counted
+        with the shard's statistics) instead of its texts: the same weights, bit for bit, with
+        no tokenising. The postings must have been taken for every term of ``stats``."""
+        if postings.n_docs == 0:
+            raise ValueError("cannot build a BM25 index over zero documents")
+        missing = set(stats.doc_freq) - set(postings.terms)
+        if missing:
+            raise ConfigError(
+                f"the shard's postings lack {len(missing)} term(s) of the corpus statistics "
+                f"(e.g. {sorted(missing)[0]!r}): they were counted for other topics; re-run "
+                "the topic statistics"
+            )
+        vocab = _vocabulary_frame(list(stats.doc_freq))
+        # each query term's id in the index's vocabulary (the statistics' terms), -1 if absent
+        position = {t: i for i, t in enumerate(stats.doc_freq)}
+        term_of_query_term = np.array([position.get(t, -1) for t in postings.terms], np.int64)
+        term = term_of_query_term[postings.term.astype(np.int64)]
+        if len(term) and term.min() < 0:
+            raise ConfigError(
+                "the shard's postings hold terms the corpus statistics lack: the statistics "
+                "were summed over other shards; re-run the topic statistics"
+            )
+        doc = postings.doc.astype(np.int64)
+        key = term * postings.n_docs + doc
+        if len(key) > 1 and not bool(np.all(key[1:] > key[:-1])):
+            order = np.argsort(key, kind="stable")  # the statistics' order is not the terms'
+            term, doc, tf = term[order], doc[order], postings.tf[order]
+        else:
+            tf = postings.tf
+        block = (
+            term.astype(_id_dtype(vocab.height)),
+            doc.astype(_id_dtype(postings.n_docs)),
+            tf.astype(np.int32),
+        )
+        doc_len = postings.doc_len.astype(np.int64)
+        return cls._from_postings(vocab, doc_len, [block], params, stats)
+
+    @classmethod
+    def _from_postings(
+        cls,
+        vocab: pl.DataFrame,
+        doc_len: np.ndarray,
+        postings: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+        params: BM25Params,
+        stats: CorpusStats | None,
+    ) -> BM25Index:
+        """The index from the vocabulary (tok, term), every document's length and the
+        postings (term, doc, tf) in blocks of ascending documents, each sorted by (term, doc)."""
+        n_docs = len(doc_len)
         n_terms = vocab.height
         doc_freq = np.zeros(n_terms, dtype=np.int64)
         for term, _, _ in postings:

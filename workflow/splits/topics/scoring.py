@@ -18,7 +18,7 @@ from splits.config.definitions import Topic
 from splits.errors import ConfigError
 from splits.retrieval.bm25 import BM25Params
 from splits.text import query_tokens
-from splits.topics.corpus import CorpusStats
+from splits.topics.corpus import CorpusStats, QueryPostings
 from splits.topics.index import BM25Index, match_keywords, top_k
 from splits.topics.statistics import SHARED, index_groups
 
@@ -86,17 +86,27 @@ def score_shard(
     topics: Sequence[Topic],
     top_k_posts: int,
     bm25: BM25Params,
+    postings: dict[str, QueryPostings],
 ) -> pl.DataFrame:
     """The shard's top ``top_k_posts`` posts per (demographic, topic), scored with the corpus
     statistics and the BM25 variant ``bm25`` (``topics.bm25``): exactly the scores (and, in
     post-id order, the ties) of one index over all shards. ``norm_score`` = score / the largest
     score the query can reach (robertson: (k1 + 1) * the sum of the query tokens' idf;
-    ``BM25Scorer.max_score`` for the other variants)."""
+    ``BM25Scorer.max_score`` for the other variants). ``postings``: each index group's postings
+    of the topics' terms, counted with the shard's statistics (``shard_counts`` with the
+    topics' terms), from which its index is built without tokenising the shard again."""
     rows: list[pl.DataFrame] = []
     for group, docs in index_groups(shard, index).items():
         if group not in stats:
             raise ConfigError(f"global statistics: no index group {group!r} (re-run the stats)")
-        index_ = BM25Index.from_texts(docs.get_column("text"), stats=stats[group], params=bm25)
+        group_postings = postings.get(group)
+        if group_postings is None or group_postings.n_docs != docs.height:
+            found = "none" if group_postings is None else f"{group_postings.n_docs:,} documents"
+            raise ConfigError(
+                f"topic statistics: the postings of index group {group!r} are not this "
+                f"shard's ({found}, the shard {docs.height:,}); re-run the topic statistics"
+            )
+        index_ = BM25Index.from_postings(group_postings, params=bm25, stats=stats[group])
         post_ids = docs.get_column("post_id").to_numpy()
         if index == SHARED:
             member_lists = docs.get_column("demographics")

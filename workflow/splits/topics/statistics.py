@@ -4,18 +4,21 @@ index group summed over the shards, with their files."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from splits.config.definitions import Topic
 from splits.errors import ConfigError
 from splits.io import read_json, write_json, write_parquet
 from splits.text import query_tokens
-from splits.topics.corpus import CorpusStats, ShardCounts
+from splits.topics.corpus import CorpusStats, QueryPostings, ShardCounts
 
 SHARED = "shared"  # the one index group of ``topics.index: shared``
+QUERY_TERMS_KEY = "splits.query_terms"  # the postings file's footer key: the terms they cover
 
 
 def index_groups(shard: pl.DataFrame, index: str) -> dict[str, pl.DataFrame]:
@@ -29,9 +32,15 @@ def index_groups(shard: pl.DataFrame, index: str) -> dict[str, pl.DataFrame]:
     raise ConfigError(f"topics.index: unknown value {index!r} (shared or per_demographic)")
 
 
-def shard_counts(shard: pl.DataFrame, index: str) -> dict[str, ShardCounts]:
+def shard_counts(
+    shard: pl.DataFrame, index: str, query_terms: Iterable[str] | None = None
+) -> dict[str, ShardCounts]:
+    """Each index group's counts of the shard; with ``query_terms`` (``topic_terms``) each
+    group's postings of those terms too, which its scoring reads instead of tokenising the
+    shard again."""
+    terms = None if query_terms is None else frozenset(query_terms)
     return {
-        group: ShardCounts.from_texts(docs.get_column("text"))
+        group: ShardCounts.from_texts(docs.get_column("text"), query_terms=terms)
         for group, docs in index_groups(shard, index).items()
     }
 
@@ -74,6 +83,55 @@ def write_counts(counts: dict[str, ShardCounts], index: str, vocab_path, counts_
         for g, c in counts.items()
     }
     write_json({"index": index, "groups": groups}, counts_path)
+
+
+def write_postings(counts: dict[str, ShardCounts], postings_path, lengths_path) -> None:
+    """A shard's postings of the query terms (group, term, doc, tf: ``term`` indexes the sorted
+    query terms, kept as JSON in the file's footer under ``QUERY_TERMS_KEY``) and its documents'
+    lengths (group, doc_len, in document order within each group), as Parquet."""
+    postings = {group: c.postings for group, c in counts.items()}
+    if any(p is None for p in postings.values()):
+        raise ValueError("write_postings: counts taken without query terms")
+    term_lists = {p.terms for p in postings.values()}
+    if len(term_lists) > 1:
+        raise ValueError("write_postings: the groups' postings were taken for different terms")
+    terms = term_lists.pop() if term_lists else ()
+
+    def table(columns: dict[str, np.ndarray], group: str) -> pl.DataFrame:
+        frame = pl.DataFrame({c: pl.Series(v, dtype=pl.UInt32) for c, v in columns.items()})
+        return frame.select(pl.lit(group, dtype=pl.String).alias("group"), pl.all())
+
+    postings_table = pl.concat(
+        [table({"term": p.term, "doc": p.doc, "tf": p.tf}, g) for g, p in postings.items()]
+        or [table({"term": [], "doc": [], "tf": []}, "")[:0]]
+    )
+    lengths_table = pl.concat(
+        [table({"doc_len": p.doc_len}, g) for g, p in postings.items()]
+        or [table({"doc_len": []}, "")[:0]]
+    )
+    write_parquet(
+        postings_table, postings_path, metadata={QUERY_TERMS_KEY: json.dumps(list(terms))}
+    )
+    write_parquet(lengths_table, lengths_path)
+
+
+def read_postings(postings_path: Path, lengths_path: Path) -> dict[str, QueryPostings]:
+    """Each index group's ``QueryPostings`` from ``write_postings``'s files."""
+    footer = pl.read_parquet_metadata(postings_path)
+    if QUERY_TERMS_KEY not in footer:
+        raise ConfigError(f"{postings_path}: not a postings file of the topic statistics")
+    terms = tuple(json.loads(footer[QUERY_TERMS_KEY]))
+    table = pl.read_parquet(postings_path)
+    lengths = pl.read_parquet(lengths_path)
+    postings = {}
+    for (group,), rows in lengths.group_by("group", maintain_order=True):
+        own = table.filter(pl.col("group") == group)
+        postings[group] = QueryPostings(
+            terms,
+            *(own.get_column(c).to_numpy() for c in ("term", "doc", "tf")),
+            rows.get_column("doc_len").to_numpy(),
+        )
+    return postings
 
 
 def read_counts(vocab_path: Path, counts_path: Path) -> tuple[str, dict[str, ShardCounts]]:
