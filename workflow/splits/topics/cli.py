@@ -145,7 +145,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     stats.add_argument(
         "--out-postings",
         required=True,
-        help="the shard's postings of the topics' terms (Parquet: group, tok, doc, tf)",
+        help="the shard's postings of the topics' terms (Parquet: group, term, doc, tf)",
     )
     stats.add_argument(
         "--out-lengths",

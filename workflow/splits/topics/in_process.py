@@ -26,6 +26,9 @@ def _split(
     the demographics of each topic post's author)."""
     check_settings(settings)
 
+    # every shard's counts are held until its scoring (its postings of the topics' terms and its
+    # documents' lengths: a small fraction of its texts, which are read again when it is scored)
+
     def load(shard: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         return shard.lazy().collect()
 
@@ -41,9 +44,9 @@ def _split(
             topics,
             settings.top_k,
             bm25,
-            {group: c.postings for group, c in shard_counts_.items()},
+            {group: c.postings for group, c in counts_of_shard.items()},
         )
-        for s, shard_counts_ in zip(shards, counts, strict=True)
+        for s, counts_of_shard in zip(shards, counts, strict=True)
     ]
     best = best_hits(hits, settings.top_k)
     posts = pl.concat([s.lazy() for s in shards]) if shards else pl.LazyFrame(schema=SHARD_SCHEMA)
