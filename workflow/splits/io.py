@@ -110,7 +110,7 @@ def write_parquet(
     ``PARQUET_LEVEL``; None: the library's default) trades file size for write speed;
     ``row_group_size`` (rows; None: the library's default) bounds what a reader decodes at once
     (see :func:`iter_sorted_merge`); ``metadata``: key-value pairs kept in the file's footer
-    (``pl.read_parquet_metadata`` reads them back; a DataFrame only)."""
+    (``pl.read_parquet_metadata`` reads them back)."""
     path = Path(path)
     with atomic_path(path) as tmp:
         if isinstance(frame, pl.LazyFrame):
@@ -119,6 +119,7 @@ def write_parquet(
                 compression=PARQUET_COMPRESSION,
                 compression_level=compression_level,
                 row_group_size=row_group_size,
+                metadata=metadata,
             )
         else:
             frame.write_parquet(

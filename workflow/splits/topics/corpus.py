@@ -158,11 +158,9 @@ class ShardCounts:
         return cls._from_token_blocks(_token_blocks(texts, block_docs), len(texts), query_terms)
 
     @classmethod
-    def from_token_lists(
-        cls, corpus: Sequence[Sequence[str]], query_terms: Iterable[str] | None = None
-    ) -> ShardCounts:
+    def from_token_lists(cls, corpus: Sequence[Sequence[str]]) -> ShardCounts:
         """Counts of pre-tokenised documents, taken as given."""
-        return cls._from_token_blocks(_token_list_blocks(corpus), len(corpus), query_terms)
+        return cls._from_token_blocks(_token_list_blocks(corpus), len(corpus))
 
     @classmethod
     def _from_token_blocks(
@@ -176,9 +174,8 @@ class ShardCounts:
         doc_freq = np.zeros(0, dtype=np.int64)
         query_term = np.zeros(0, dtype=np.int64)  # per vocabulary term: its query term, or -1
         terms = None if query_terms is None else tuple(sorted(set(query_terms)))
-        query_terms_frame = pl.DataFrame(
-            {"tok": pl.Series(terms or (), dtype=pl.String)}
-        ).with_row_index("query_term")
+        if terms:
+            query_terms_frame = pl.DataFrame({"tok": terms}).with_row_index("query_term")
         kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for start, frame in blocks:
             if frame.height:

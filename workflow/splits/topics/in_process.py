@@ -26,13 +26,12 @@ def _split(
     the demographics of each topic post's author)."""
     check_settings(settings)
 
-    # every shard's counts are held until its scoring (its postings of the topics' terms and its
-    # documents' lengths: a small fraction of its texts, which are read again when it is scored)
-
     def load(shard: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         return shard.lazy().collect()
 
     terms = topic_terms(topics)
+    # every shard's counts are held until its scoring (its postings of the topics' terms and its
+    # documents' lengths: a small fraction of its texts, which are read again when it is scored)
     counts = [shard_counts(load(s), settings.index, terms) for s in shards]
     stats = global_statistics(counts, terms)
     bm25 = settings.bm25.params()

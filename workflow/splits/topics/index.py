@@ -115,8 +115,6 @@ class BM25Index:
         bytes each), sorted by (term, doc); they are then placed straight into CSC order (12
         bytes each) with one cursor per term, so the peak is at most 24 bytes per posting plus
         one block's tokens."""
-        if n_docs == 0:
-            raise ValueError("cannot build a BM25 index over zero documents")
         fixed = stats is not None
         vocab = _vocabulary_frame(list(stats.doc_freq) if fixed else [])
         doc_len = np.zeros(n_docs, dtype=np.int64)
@@ -135,8 +133,6 @@ class BM25Index:
         postings of the query terms and its documents' lengths (``QueryPostings``, counted
         with the shard's statistics) instead of its texts: the same weights, bit for bit, with
         no tokenising. The postings must have been taken for every term of ``stats``."""
-        if postings.n_docs == 0:
-            raise ValueError("cannot build a BM25 index over zero documents")
         missing = set(stats.doc_freq) - set(postings.terms)
         if missing:
             raise ConfigError(
@@ -157,7 +153,8 @@ class BM25Index:
         doc = postings.doc.astype(np.int64)
         key = term * postings.n_docs + doc
         if len(key) > 1 and not bool(np.all(key[1:] > key[:-1])):
-            order = np.argsort(key, kind="stable")  # the statistics' order is not the terms'
+            # the statistics' term order is not the query terms' sorted order: polars' radix sort
+            order = pl.Series(key).arg_sort().to_numpy()
             term, doc, tf = term[order], doc[order], postings.tf[order]
         else:
             tf = postings.tf
@@ -181,6 +178,8 @@ class BM25Index:
         """The index from the vocabulary (tok, term), every document's length and the
         postings (term, doc, tf) in blocks of ascending documents, each sorted by (term, doc)."""
         n_docs = len(doc_len)
+        if n_docs == 0:
+            raise ValueError("cannot build a BM25 index over zero documents")
         n_terms = vocab.height
         doc_freq = np.zeros(n_terms, dtype=np.int64)
         for term, _, _ in postings:

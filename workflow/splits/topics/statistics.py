@@ -19,6 +19,7 @@ from splits.topics.corpus import CorpusStats, QueryPostings, ShardCounts
 
 SHARED = "shared"  # the one index group of ``topics.index: shared``
 QUERY_TERMS_KEY = "splits.query_terms"  # the postings file's footer key: the terms they cover
+POSTINGS_COLUMNS = {"term": pl.UInt32, "doc": pl.UInt32, "tf": pl.UInt32}
 
 
 def index_groups(shard: pl.DataFrame, index: str) -> dict[str, pl.DataFrame]:
@@ -102,8 +103,8 @@ def write_postings(counts: dict[str, ShardCounts], postings_path, lengths_path) 
         return frame.select(pl.lit(group, dtype=pl.String).alias("group"), pl.all())
 
     postings_table = pl.concat(
-        [table({"term": p.term, "doc": p.doc, "tf": p.tf}, g) for g, p in postings.items()]
-        or [table({"term": [], "doc": [], "tf": []}, "")[:0]]
+        [table({c: getattr(p, c) for c in POSTINGS_COLUMNS}, g) for g, p in postings.items()]
+        or [table({c: [] for c in POSTINGS_COLUMNS}, "")[:0]]
     )
     lengths_table = pl.concat(
         [table({"doc_len": p.doc_len}, g) for g, p in postings.items()]
@@ -121,14 +122,14 @@ def read_postings(postings_path: Path, lengths_path: Path) -> dict[str, QueryPos
     if QUERY_TERMS_KEY not in footer:
         raise ConfigError(f"{postings_path}: not a postings file of the topic statistics")
     terms = tuple(json.loads(footer[QUERY_TERMS_KEY]))
-    table = pl.read_parquet(postings_path)
+    by_group = pl.read_parquet(postings_path).partition_by("group", as_dict=True)
     lengths = pl.read_parquet(lengths_path)
     postings = {}
     for (group,), rows in lengths.group_by("group", maintain_order=True):
-        own = table.filter(pl.col("group") == group)
+        own = by_group.get((group,), pl.DataFrame(schema=POSTINGS_COLUMNS))
         postings[group] = QueryPostings(
             terms,
-            *(own.get_column(c).to_numpy() for c in ("term", "doc", "tf")),
+            *(own.get_column(c).to_numpy() for c in POSTINGS_COLUMNS),
             rows.get_column("doc_len").to_numpy(),
         )
     return postings
