@@ -99,6 +99,32 @@ onerror:
     print_run_health(RESULTS, "logs", RUN_STARTED)
 
 
+# On a cluster these run on the host that submits the jobs, not as jobs of their own: each reduces
+# small per-job summaries or draws the report's tables and plots (seconds and ~100-200 MB at any
+# corpus size), so a job of theirs would mostly be a queue wait on the run's critical path and a
+# second Snakemake start. They run one at a time there (the Slurm profile's local-cores: 1).
+# Locally (snakemake --cores N) this changes nothing. (ingest_report: with ingest.buckets > 1.)
+localrules:
+    ingest_report,
+    graph_subreddits,
+    selfid_summary,
+    topic_global_stats,
+    evaluation_report,
+    hypotheses_report,
+    report_ingest,
+    report_graph,
+    report_demographics,
+    report_topics,
+    report_sampling,
+    report_export,
+    report_evaluation_metrics,
+    report_evaluation_groups,
+    report_evaluation_throughput,
+    report_hypotheses,
+    report_probe_empathy_variants,
+    report_probe_personalization,
+
+
 rule all:
     default_target: True
     input:
