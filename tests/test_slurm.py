@@ -273,7 +273,8 @@ def slurm_pipeline(slurm_cluster, default_run, tmp_path_factory) -> SlurmPipelin
     cut per posts bucket (one cut job per bucket) into shards of at most a third of the posts (one
     shard locally) and the graph in GRAPH_BUCKETS user buckets (one job
     locally), every job a Slurm job or, for the per-bucket rules (BUCKET_GROUPS), part of a group
-    job of GRAPH_BUCKETS of them. Both cases below read this one run."""
+    job of GRAPH_BUCKETS of them, except the Snakefile's localrules (SUBMIT_HOST_REDUCES), which
+    run beside the submitting Snakemake. Both cases below read this one run."""
     workdir = copy_repo(tmp_path_factory.mktemp("slurm-run") / "repo")
     local_plan = json.loads((default_run / "results/topics/shards/posts/plan.json").read_text())
     assert len(local_plan["shards"]) == 1
@@ -352,8 +353,8 @@ def test_cpu_stages_on_slurm_equal_local_run(slurm_pipeline, default_run):
         group_jobs = submitted.count(f"{group}_{'_'.join(sorted(bundled))}")
         assert 1 <= group_jobs < jobs, (group, jobs, submitted)
         assert not set(bundled) & submitted_rules, submitted_rules
-    # the sharded BM25 stage: a cut per posts bucket, a statistics and a scoring job per shard,
-    # one reduce of the statistics and one merge, each its own Slurm job
+    # the sharded BM25 stage: a cut per posts bucket, a statistics and a scoring job per shard
+    # and one merge, each its own Slurm job (the statistics' reduce runs on the submit host)
     plans = [
         json.loads((workdir / f"results/topics/shards/posts/{b}/plan.json").read_text())
         for b in range(GRAPH_BUCKETS)
