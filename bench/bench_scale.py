@@ -4,7 +4,9 @@ For each corpus size (posts of the generated corpus, ``synth.posts``) it copies 
 writes a config (the default one with the paper's ``topics.top_k`` 3,000 and ``sampling.k`` 42,
 ``synth.shards`` one per million posts, ``ingest.buckets`` P = posts / ``--posts-per-bucket``
 and ``topics.shard_posts`` = ``--posts-per-bucket``, so that every user bucket and every BM25
-shard holds about the same posts at every size), generates the corpus (the
+shard holds about the same posts at every size; with ``--one-machine``, P = 1 and the BM25
+shards at the config's own ``topics.shard_posts``: the shape a researcher gets on one
+workstation from the shipped config), generates the corpus (the
 ``synth`` rule, timed apart), then runs ``snakemake --cores N`` for the targets of ingest, the
 graph, the demographics, the topic splits and the dataset export (no evaluation or probes: they
 depend on the number of quadruplets, not on the corpus).
@@ -33,6 +35,7 @@ runs), and the tables, fits and plot cover every size recorded there.
     python bench/bench_scale.py --posts 1000000            # one size, minutes
     python bench/bench_scale.py --posts 300000 1000000 3000000 --posts-per-bucket 100000
     python bench/bench_scale.py --posts 30000000 --workdir /data/scale --results scale.json
+    python bench/bench_scale.py --posts 3000000 --one-machine   # the shipped config's shape, P = 1
     python bench/bench_scale.py --tiny                     # two small sizes, a temp folder
 
 Disk: the corpus, posts table, D_d and shards take about 1.2 KB per post (checked before each
@@ -93,7 +96,7 @@ def buckets_for(posts: int, posts_per_bucket: int) -> int:
     return max(1, round(posts / posts_per_bucket))
 
 
-def bench_config(workdir: Path, posts: int, buckets: int, posts_per_bucket: int) -> Path:
+def bench_config(workdir: Path, posts: int, buckets: int, shard_posts: int | None) -> Path:
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
     config["synth"]["posts"] = posts
     config["synth"]["shards"] = max(2, math.ceil(posts / 1_000_000))
@@ -103,7 +106,9 @@ def bench_config(workdir: Path, posts: int, buckets: int, posts_per_bucket: int)
     config.setdefault(section, {})[key] = buckets
     # the BM25 stage's shards (of the demographics' posts, a part of the corpus) at the same
     # fixed size: every partitioned stage does the same work per job at every corpus size
-    config["topics"]["shard_posts"] = posts_per_bucket
+    # (None: the config's own, as a run of the shipped config cuts them)
+    if shard_posts is not None:
+        config["topics"]["shard_posts"] = shard_posts
     path = workdir / "config" / "bench_scale.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -160,8 +165,11 @@ def run_size(posts: int, args) -> dict:
         shutil.rmtree(root)
     workdir = root / "repo"
     shutil.copytree(REPO, workdir, ignore=IGNORE)
-    buckets = buckets_for(posts, args.posts_per_bucket)
-    config = bench_config(workdir, posts, buckets, args.posts_per_bucket)
+    if args.one_machine:
+        buckets, shard_posts = 1, None
+    else:
+        buckets, shard_posts = buckets_for(posts, args.posts_per_bucket), args.posts_per_bucket
+    config = bench_config(workdir, posts, buckets, shard_posts)
     synth_s, _ = snakemake(workdir, config, [SYNTH_TARGET], args)
     print(f"  {posts:,} posts: corpus generated in {synth_s:.0f} s, P = {buckets}", flush=True)
     load_before = os.getloadavg()
@@ -360,10 +368,16 @@ def extrapolate(sizes, results, tables, totals, rules, fits, nodes, out: dict) -
     """The growth exponents, 89M posts on this machine, and 1B / 5B posts on N nodes."""
     if len(sizes) < 2:
         return
+    # P at a size extrapolated to: the fixed bucket size of the largest run, or 1 at every size
+    # where every run had one bucket (--one-machine: the shipped config's shape)
+    one_machine = all(results[n]["buckets"] == 1 for n in sizes)
     ppb = sizes[-1] / results[sizes[-1]]["buckets"]
-    print(
-        f"\ngrowth (log-log fit over {len(sizes)} sizes) and extrapolation; P = posts / {ppb:,.0f}"
-    )
+
+    def buckets_at(posts: int) -> float:
+        return 1.0 if one_machine else posts / ppb
+
+    shape = "P = 1 at every size" if one_machine else f"P = posts / {ppb:,.0f}"
+    print(f"\ngrowth (log-log fit over {len(sizes)} sizes) and extrapolation; {shape}")
     targets = [PAPER_POSTS, *CLUSTER_POSTS]
     head = f"{'rule':<20}{'exp s':>7}{'exp MiB':>8}"
     head += "".join(f"{f'{_size(t)}: jobs':>12}{'sum s':>12}{'MiB':>8}" for t in targets)
@@ -393,7 +407,7 @@ def extrapolate(sizes, results, tables, totals, rules, fits, nodes, out: dict) -
     values = ", ".join(f"{_size(t)}: {_fmt(at(lines['wall_s'], t))} s" for t in targets)
     print(f"wall of the run on this machine: exponent {lines['wall_s'][0]:.2f}; {values}")
     wall = at(lines["wall_s"], PAPER_POSTS)
-    print(f"this machine, 89M posts (P = {PAPER_POSTS / ppb:,.0f}): {wall:,.0f} s wall")
+    print(f"this machine, 89M posts (P = {buckets_at(PAPER_POSTS):,.0f}): {wall:,.0f} s wall")
     steep = [r for r in rules if fits[r]["s"] and fits[r]["s"][0] > 1.1]
     print(f"rules with a time exponent above 1.1: {', '.join(steep) if steep else 'none'}")
     print(
@@ -417,7 +431,7 @@ def extrapolate(sizes, results, tables, totals, rules, fits, nodes, out: dict) -
         biggest = max((r for r in rule_mib if rule_mib[r]), key=rule_mib.get)
         hours = {k: (job_sum / k + crit) / 3600 for k in nodes}
         out["projection"][t] = {
-            "buckets": t / ppb,
+            "buckets": buckets_at(t),
             "sum_job_s": job_sum,
             "critical_path_s": crit,
             "critical_path": crit_rules,
@@ -426,7 +440,7 @@ def extrapolate(sizes, results, tables, totals, rules, fits, nodes, out: dict) -
             "job_mib_by_rule": rule_mib,
         }
         print(
-            f"{_size(t):>8}{t / ppb:>10,.0f}{job_sum / 3600:>12,.1f}{crit / 3600:>9.2f}"
+            f"{_size(t):>8}{buckets_at(t):>10,.0f}{job_sum / 3600:>12,.1f}{crit / 3600:>9.2f}"
             + "".join(f"{hours[k]:>10,.1f}" for k in nodes)
             + f"{f'{rule_mib[biggest] / 1024:.1f} GiB':>14} ({biggest})"
         )
@@ -487,6 +501,12 @@ def main() -> int:
         type=int,
         default=POSTS_PER_BUCKET,
         help=f"posts per user bucket: P = posts / this (default {POSTS_PER_BUCKET:,})",
+    )
+    parser.add_argument(
+        "--one-machine",
+        action="store_true",
+        help="P = 1 and the config's own topics.shard_posts (the shipped config's shape; "
+        "--posts-per-bucket is then not used)",
     )
     parser.add_argument(
         "--nodes",

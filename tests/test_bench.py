@@ -211,3 +211,74 @@ def test_scale_critical_path_is_the_longest_path_by_brute_force():
         assert all((a, b) in links for a, b in zip(path, path[1:], strict=False))
     with pytest.raises(ValueError, match="cycle"):
         dag_jobs.critical_path({"a": 1.0, "b": 1.0}, [("a", "b"), ("b", "a")])
+
+
+def test_scale_config_fixed_size_and_one_machine_shapes(tmp_path):
+    """bench_scale's config: at a fixed bucket size P and the BM25 shards follow
+    --posts-per-bucket; with --one-machine (shard_posts None) P is 1 and the shards keep the
+    shipped config's own size, the shape a researcher gets from `snakemake --cores N`."""
+    import shutil
+
+    import bench_scale
+    import yaml
+
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "config.yaml", tmp_path / "config" / "config.yaml")
+    shipped = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+    fixed = yaml.safe_load(bench_scale.bench_config(tmp_path, 3_000_000, 30, 100_000).read_text())
+    assert fixed["ingest"]["buckets"] == 30
+    assert fixed["topics"]["shard_posts"] == 100_000
+    assert fixed["synth"]["posts"] == 3_000_000 and fixed["synth"]["shards"] == 3
+
+    one = yaml.safe_load(bench_scale.bench_config(tmp_path, 3_000_000, 1, None).read_text())
+    assert one["ingest"]["buckets"] == 1
+    # the shipped config's own value, or no key at all (the schema's default then applies)
+    assert one["topics"].get("shard_posts", "absent") == shipped["topics"].get(
+        "shard_posts", "absent"
+    )
+    assert bench_scale.buckets_for(3_000_000, 100_000) == 30
+
+
+def _scale_result(posts: int, buckets: int, seconds: float) -> dict:
+    jobs = [
+        {"rule": "ingest", "job": f"ingest:{b}", "s": seconds, "mib": 300.0} for b in range(buckets)
+    ] + [{"rule": "export_dataset", "job": "export", "s": 1.0, "mib": 500.0}]
+    edges = [[f"ingest:{b}", "export"] for b in range(buckets)]
+    return {
+        "posts": posts,
+        "buckets": buckets,
+        "synth_s": 1.0,
+        "total_s": seconds * buckets + 1.0,
+        "load": [0.0] * 6,
+        "disk_bytes": 0,
+        "ingested_posts": posts,
+        "jobs": jobs,
+        "edges": edges,
+        "rule_order": ["ingest", "export_dataset"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("buckets", "paper_p", "billion_p"),
+    [((2, 20), 178_000, 2_000_000), ((1, 1), 1, 1)],  # fixed 500 posts a bucket; --one-machine
+)
+def test_scale_report_extrapolates_p_of_the_runs_shape(
+    tmp_path, capsys, buckets, paper_p, billion_p
+):
+    """At a fixed bucket size P grows with the posts extrapolated to; where every run had one
+    bucket (--one-machine), P stays 1 (before, 89M posts read as P = 89M / the largest size)."""
+    import json
+
+    import bench_scale
+
+    results = {
+        1_000: _scale_result(1_000, buckets[0], 2.0),
+        10_000: _scale_result(10_000, buckets[1], 2.0 if buckets[1] > 1 else 20.0),
+    }
+    report_json = tmp_path / "report.json"
+    bench_scale.report(results, tmp_path / "scale.png", report_json, [10])
+    printed = capsys.readouterr().out
+    assert f"89M posts (P = {paper_p:,}):" in printed
+    projection = json.loads(report_json.read_text())["projection"]
+    assert projection[str(1_000_000_000)]["buckets"] == pytest.approx(billion_p)
