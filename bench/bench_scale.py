@@ -184,6 +184,7 @@ def run_size(posts: int, args) -> dict:
     result = {
         "posts": posts,
         "buckets": buckets,
+        "shape": run_shape(args),
         "synth_s": synth_s,
         "total_s": total_s,
         "load": [round(v, 2) for v in (*load_before, *os.getloadavg())],
@@ -532,12 +533,25 @@ def main() -> int:
             shutil.rmtree(tiny_dir, ignore_errors=True)
 
 
+def run_shape(args) -> str:
+    """The DAG's shape, recorded with each size: the fits only mean something over one shape."""
+    return "one machine" if args.one_machine else f"{args.posts_per_bucket} posts a bucket"
+
+
 def measure_and_report(args) -> int:
     results_path = args.results or args.workdir / "results.json"
     recorded = {}
     if results_path.is_file():
         recorded = {int(k): v for k, v in json.loads(results_path.read_text()).items()}
     if not args.report_only:
+        # sizes of another shape in the same results would be fitted as one line: refuse
+        # (sizes recorded before the shape was, have none and are not checked)
+        other = {v["shape"] for v in recorded.values() if "shape" in v} - {run_shape(args)}
+        if other:
+            sys.exit(
+                f"bench_scale: {results_path} holds sizes run as {', '.join(sorted(other))}, "
+                f"this run is {run_shape(args)}: give another --results (or --workdir)"
+            )
         for posts in args.posts or DEFAULT_SIZES:
             recorded[posts] = run_size(posts, args)
             results_path.parent.mkdir(parents=True, exist_ok=True)

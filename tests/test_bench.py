@@ -282,3 +282,27 @@ def test_scale_report_extrapolates_p_of_the_runs_shape(
     assert f"89M posts (P = {paper_p:,}):" in printed
     projection = json.loads(report_json.read_text())["projection"]
     assert projection[str(1_000_000_000)]["buckets"] == pytest.approx(billion_p)
+
+
+def test_scale_refuses_to_fit_sizes_of_two_shapes_together(tmp_path):
+    """A --one-machine size and a fixed-bucket-size size in one --results file would be fitted
+    as one line: the run stops with one line before it measures anything."""
+    import argparse
+    import json
+
+    import bench_scale
+
+    results = tmp_path / "results.json"
+    one = _scale_result(1_000, 1, 20.0) | {"shape": "one machine"}
+    results.write_text(json.dumps({"1000": one}))
+    args = argparse.Namespace(
+        results=results,
+        workdir=tmp_path,
+        report_only=False,
+        posts=[10_000],
+        one_machine=False,
+        posts_per_bucket=500,
+    )
+    with pytest.raises(SystemExit, match="holds sizes run as one machine, this run is 500 posts"):
+        bench_scale.measure_and_report(args)
+    assert not (tmp_path / "posts-10000").exists()  # nothing was run
