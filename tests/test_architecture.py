@@ -223,3 +223,21 @@ def test_rule_files_bind_each_imported_name_once():
                     twice.append(f"{local} ({bound[local]}; {source} in {path.name})")
                 bound[local] = source
     assert not twice, f"names bound to two objects in the workflow's namespace: {twice}"
+
+
+def test_every_report_rule_and_only_defined_rules_are_local():
+    """The Snakefile's ``localrules`` names rules by hand: a report rule added to report.smk and
+    not to the list would become a Slurm job of its own (a queue wait for a table or a plot), and
+    a name left behind after a rule's removal would name nothing."""
+    snakefile = (REPO / "Snakefile").read_text(encoding="utf-8")
+    block = re.search(r"^localrules:\n((?:    \w+,\n)+)", snakefile, re.M)
+    assert block, "the Snakefile's localrules block"
+    local = set(re.findall(r"\w+", block.group(1)))
+    defined, report = set(), set()
+    for path in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        names = set(re.findall(r"^\s*(?:rule|checkpoint) (\w+):", path.read_text(), re.M))
+        defined |= names
+        if path.name == "report.smk":
+            report = names
+    assert report and report <= local, sorted(report - local)
+    assert local <= defined, sorted(local - defined)
