@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
+import snakemake_fork
 import yaml
 from filelock import FileLock
 from snakemake.utils import update_config
@@ -104,12 +105,10 @@ def copy_repo(dest: Path) -> Path:
 
 def run_snakemake(workdir: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     # --quiet takes several values: targets must come before it
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args, "--quiet", "rules"]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(
-        cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env
+    return snakemake_fork.run(
+        ["--cores", "2", *args, "--quiet", "rules"], workdir, env=env, timeout=timeout
     )
-    return proc
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -265,7 +264,8 @@ QUICK_FILES = frozenset(
     hypotheses_baseline_set hypotheses_config hypotheses_retrieval hypotheses_sets
     hypotheses_triviality ingest lint llm_backends llm_batch llm_cache llm_openai llm_registry
     llm_transformers metrics phrases probes release_data report report_tables sampling sandbox
-    seeds selfid selfid_support stats synth text theory topics topics_bm25 topics_relevance
+    seeds selfid selfid_support snakemake_fork stats synth text theory topics topics_bm25
+    topics_relevance
     """.split()
 )
 PIPELINE_FIXTURES = frozenset({"default_run", "pipeline_runs"})

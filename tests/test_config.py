@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+import snakemake_fork
 import yaml
 from conftest import error_lines
 from splits.config.definitions import load_group_sets, load_topics
@@ -64,13 +62,7 @@ def test_snakemake_stops_with_one_line_naming_the_key(tmp_path, repo_root):
     config["graph"]["k"] = "many"
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = snakemake_fork.run(["-n", "--configfile", str(bad)], repo_root, timeout=120)
     assert proc.returncode != 0
     lines = error_lines(proc.stderr)
     assert lines == ["config error: graph.k: 'many' is not of type 'integer'"]
@@ -257,13 +249,7 @@ def test_snakemake_refuses_unknown_slot_before_running(tmp_path, repo_root):
     config["evaluation"]["tm_prompt"] = str(template)
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--configfile", str(bad)],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = snakemake_fork.run(["-n", "--configfile", str(bad)], repo_root, timeout=120)
     assert proc.returncode != 0
     lines = error_lines(proc.stderr)
     assert len(lines) == 1 and "Traceback" not in proc.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from conftest import copy_repo
 from splits.config.schema import coerce_to_schema, load_schema, read_config_file, validate_config
@@ -19,13 +20,7 @@ from splits.pipeline.start import check_config
 
 
 def _dry(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return snakemake_fork.run(["-n", "--cores", "2", *args], workdir, timeout=300)
 
 
 def _config_lines(proc: subprocess.CompletedProcess) -> list[str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from splits.cli import main
 from splits.config.schema import load_config, validate_config
@@ -436,9 +437,8 @@ def theorize(group_a, group_b, topic, posts, labels_file):
 
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "rules", *args]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=env, timeout=900)
+    return snakemake_fork.run(["--cores", "2", "--quiet", "rules", *args], workdir, env, 900)
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import resource
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
+import snakemake_fork
 import yaml
 from conftest import copy_repo, error_lines
 from splits.config.definitions import load_demographics, load_group_sets, load_topics
@@ -49,23 +47,17 @@ def _default_config(repo: Path) -> dict:
 def _snakemake(work: Path, *args: str, env: dict | None = None, limit_bytes: int | None = None):
     """Snakemake in ``work`` (``limit_bytes``: its address space capped, as a user's ulimit)."""
 
-    def cap() -> None:
-        if limit_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
     # the hub's variables only as the test gives them: an earlier test in the same session may
     # have set HF_HUB_OFFLINE in this process (loading a local copy of the release data does)
     hub = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "HF_HOME")
     inherited = {name: value for name, value in os.environ.items() if name not in hub}
     started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", *args],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = snakemake_fork.run(
+        ["--cores", "2", *args],
+        work,
         env={**inherited, "PYTHONHASHSEED": "0", **(env or {})},
-        preexec_fn=cap,
+        timeout=300,
+        limit_bytes=limit_bytes,
     )
     return proc, time.perf_counter() - started
 

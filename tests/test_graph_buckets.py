@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import snakemake_fork
 from conftest import copy_repo, run_snakemake
 from helpers import dry_run_job_counts
 from splits.config.settings import schema_defaults
@@ -274,10 +275,10 @@ def test_bucket_arguments_and_stats_mismatch(planted, tmp_path):
 
 def test_dry_run_with_four_buckets_has_four_maps_and_one_reduce(tmp_path):
     work = copy_repo(tmp_path / "repo")
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--config",
-         "ingest={buckets: 4}", "--", "results/graph/neighbours.parquet"],
-        cwd=work, capture_output=True, text=True, timeout=600,
+    proc = snakemake_fork.run(
+        ["-n", "--cores", "2", "--config", "ingest={buckets: 4}", "--",
+         "results/graph/neighbours.parquet"],
+        work, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = {
@@ -286,11 +287,9 @@ def test_dry_run_with_four_buckets_has_four_maps_and_one_reduce(tmp_path):
     assert counts == {"graph": 1, "graph_bucket": 4, "graph_overlaps": 4, "graph_subreddits": 1}
     for b in range(4):
         assert f"results/graph/buckets/{b}/overlaps.parquet" in proc.stdout
-    one = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--",
-         "results/graph/neighbours.parquet"],
-        cwd=work, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    one = snakemake_fork.run(
+        ["-n", "--cores", "2", "--", "results/graph/neighbours.parquet"], work, timeout=600
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     assert "graph_bucket" not in one.stdout and "rule graph:" in one.stdout
 

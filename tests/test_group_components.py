@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import collections
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import snakemake_fork
 import yaml
 from conftest import copy_repo
 from helpers import BUCKET_GROUPS, GRAPH_BUCKETS
@@ -87,12 +86,8 @@ rule done:
 def planned_groups(workdir: Path, *args: str) -> list[tuple[str, list[tuple[str, str]]]]:
     """The group jobs a cluster run would submit (a dry run with the Slurm executor, which needs
     no cluster for -n): each group's name and its jobs as (rule, output)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--executor", "slurm", "--jobs", "100", *args],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = snakemake_fork.run(
+        ["-n", "--executor", "slurm", "--jobs", "100", *args], workdir, timeout=600
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     groups: list[tuple[str, list[tuple[str, str]]]] = []

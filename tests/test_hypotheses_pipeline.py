@@ -12,12 +12,11 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from scipy import stats
 from splits.config.schema import validate_config
@@ -181,12 +180,8 @@ def test_engine_query_equals_the_lift_job(default_run, table, config):
 
 
 def _dry_run_jobs(workdir) -> dict[str, int]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--dry-run", "--quiet", "rules"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = snakemake_fork.run(
+        ["--cores", "2", "--dry-run", "--quiet", "rules"], workdir, timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout + proc.stderr
@@ -247,13 +242,7 @@ def test_adding_one_hypothesis_file_runs_only_its_jobs(default_run, tmp_path):
     before = {
         p: p.stat().st_mtime_ns for p in (workdir / "results" / "hypotheses").rglob("*.parquet")
     }
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--quiet", "rules"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = snakemake_fork.run(["--cores", "2", "--quiet", "rules"], workdir, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pl.read_parquet(workdir / "results" / "hypotheses" / "lift.parquet")
     added = table.filter(pl.col("hypothesis_id").str.starts_with("file/mine:"))

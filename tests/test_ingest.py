@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import polars as pl
 import pytest
+import snakemake_fork
 import zstandard
 from splits.config.settings import schema_defaults
 from splits.ingest.bots import load_bot_list
@@ -382,13 +382,7 @@ def _snakemake_dry(tmp_path: Path, edit) -> subprocess.CompletedProcess:
     )
     cfg = work / "config" / "config.yaml"
     cfg.write_text(edit(cfg.read_text()))
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--cores", "2"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return snakemake_fork.run(["-n", "--cores", "2"], work, timeout=300)
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from splits.cli import main
 from splits.config.schema import validate_config
@@ -287,8 +288,7 @@ EVALUATION_TARGETS = (
 
 
 def _snakemake(workdir: Path, env: dict, *args: str) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=env, timeout=900)
+    proc = snakemake_fork.run(["--cores", "2", *args], workdir, env, 900)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout + proc.stderr
 

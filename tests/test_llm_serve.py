@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from splits.config.schema import load_schema, validate_config
 from splits.errors import ConfigError
@@ -366,8 +367,7 @@ def test_vllm_model_served_by_vllm_serve_with_its_engine_arguments(tmp_path, mon
 
 
 def _snakemake(workdir: Path, env: dict, *args: str) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, env=env, timeout=1200)
+    proc = snakemake_fork.run(["--cores", "2", *args], workdir, env, 1200)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout + proc.stderr
 

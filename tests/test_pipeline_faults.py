@@ -9,12 +9,12 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from conftest import copy_repo, error_lines
 from helpers import splits_jobs_of, start_snakemake
@@ -50,15 +50,8 @@ def _workdir(
 
 
 def _snakemake(work: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
-    return subprocess.run(
-        cmd,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PYTHONHASHSEED": "0", **(env or {})},
-    )
+    env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
+    return snakemake_fork.run(["--cores", "2", *args], work, env, 900)
 
 
 def _logs(work: Path) -> dict[str, str]:

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+import snakemake_fork
 from conftest import copy_repo, run_snakemake
 from helpers import dry_run_job_counts
 from splits.config.settings import schema_defaults
@@ -368,11 +369,9 @@ def test_reduce_checks_its_inputs(single, tmp_path):
 
 def test_dry_run_with_four_buckets_gives_every_reader_the_buckets(tmp_path):
     work = copy_repo(tmp_path / "repo")
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "2", "--config",
-         "ingest={buckets: 4}"],
-        cwd=work, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    proc = snakemake_fork.run(
+        ["-n", "-p", "--cores", "2", "--config", "ingest={buckets: 4}"], work, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts = dry_run_job_counts(proc.stdout)
     assert counts["ingest"] == 2 and "split_posts" not in counts  # ingest writes the buckets

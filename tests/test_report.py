@@ -12,12 +12,11 @@ import os
 import re
 import shutil
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from helpers import TableCells
 
@@ -56,14 +55,7 @@ def report(default_run, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("report") / "repo"
     shutil.copytree(default_run, workdir, symlinks=True)
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--report", "results/report.html"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    proc = snakemake_fork.run(["--report", "results/report.html"], workdir, env, 600)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     page = (workdir / "results" / "report.html").read_text()
     return {

@@ -14,11 +14,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import snakemake_fork
 import yaml
 
 PENDING = "update pending"
@@ -26,9 +26,10 @@ PENDING = "update pending"
 
 def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = snakemake_fork.run(["--cores", "2", *args], workdir, env, 600)
+    assert proc.returncode == 0, (
+        f"{' '.join(proc.args)}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc
 
 

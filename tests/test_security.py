@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from conftest import copy_repo, error_lines
 from snakemake.utils import update_config
@@ -34,16 +35,8 @@ HOSTILE_OUT = "-res ult 'q' \"dq\" `touch PWNED_OUT`; $(touch PWNED_OUT2) é"
 
 
 def _run(work: Path, *args: str, env: dict | None = None, timeout: int = 1200, umask: int = -1):
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", *args]
-    return subprocess.run(
-        cmd,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONHASHSEED": "0", **(env or {})},
-        umask=umask,
-    )
+    env = {**os.environ, "PYTHONHASHSEED": "0", **(env or {})}
+    return snakemake_fork.run(["--cores", "2", *args], work, env, timeout, umask=umask)
 
 
 def _configure(work: Path, overrides: dict) -> None:
@@ -492,14 +485,7 @@ def test_real_inputs_without_a_salt_stop_before_any_job(tmp_path):
     _configure(work, {"synth": {"enabled": False}, "ingest": {"inputs": [dump.name]}})
     env = {k: v for k, v in os.environ.items() if k != "SPLITS_SALT"}
     env["PYTHONHASHSEED"] = "0"
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    proc = snakemake_fork.run(["--cores", "2"], work, env, 300)
     lines = error_lines(proc.stderr)
     assert proc.returncode != 0
     assert len(lines) == 1 and "$SPLITS_SALT is not set" in lines[0], proc.stderr[-2000:]

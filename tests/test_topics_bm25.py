@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+import snakemake_fork
 import yaml
 from conftest import error_lines
 from splits.config.definitions import Topic
@@ -236,12 +237,8 @@ def test_cli_run_passes_the_variant_and_reads_a_config_by_hand(posts, tmp_path):
 
 
 def test_unknown_method_is_one_config_error_line(repo_root):
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--config", "topics={bm25: {method: okapi}}"],
-        cwd=repo_root,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = snakemake_fork.run(
+        ["-n", "--config", "topics={bm25: {method: okapi}}"], repo_root, timeout=120
     )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     lines = error_lines(proc.stderr)
