@@ -116,10 +116,30 @@ def _start() -> subprocess.Popen:
             [sys.executable, "-c", LAUNCHER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # unbuffered: a line is read to its end and no further, so that an answer that
+            # arrived with the one before is still in the pipe for select() to see
+            bufsize=0,
             env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         atexit.register(_launcher.kill)
     return _launcher
+
+
+def _kill_session(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_launcher() -> None:
+    """Kill the launcher (the next run starts another): after an exchange cut short, its
+    answers would no longer match the requests."""
+    global _launcher
+    if _launcher is not None:
+        _launcher.kill()
+        _launcher.wait()
+        _launcher = None
 
 
 def _answer(launcher: subprocess.Popen, timeout: float | None) -> dict | None:
@@ -166,22 +186,26 @@ def run(
         }
         with _launcher_lock:
             launcher = _start()
-            launcher.stdin.write((json.dumps(request) + "\n").encode())
-            launcher.stdin.flush()
-            pid = _answer(launcher, None)["pid"]
-            answer = _answer(launcher, timeout)
-            if answer is None:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                _answer(launcher, None)
-                raise subprocess.TimeoutExpired(
-                    cmd,
-                    timeout,
-                    output=streams["stdout"].read_text(errors="replace"),
-                    stderr=streams["stderr"].read_text(errors="replace"),
-                )
+            pid = None
+            try:
+                launcher.stdin.write((json.dumps(request) + "\n").encode())
+                pid = _answer(launcher, None)["pid"]
+                answer = _answer(launcher, timeout)
+                if answer is None:
+                    _kill_session(pid)
+                    _answer(launcher, None)
+            except BaseException:  # interrupted (a test's timeout): the run and launcher go
+                if pid is not None:
+                    _kill_session(pid)
+                _stop_launcher()
+                raise
+        if answer is None:
+            raise subprocess.TimeoutExpired(
+                cmd,
+                timeout,
+                output=streams["stdout"].read_text(errors="replace"),
+                stderr=streams["stderr"].read_text(errors="replace"),
+            )
         stdout = streams["stdout"].read_text(errors="replace")
         stderr = streams["stderr"].read_text(errors="replace")
     return subprocess.CompletedProcess(

@@ -5,6 +5,7 @@ and address-space limit; a timeout kills the run and its jobs."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,3 +113,32 @@ def test_the_runs_pythonpath_is_where_its_snakefile_imports_from(tmp_path):
     proc = snakemake_fork.run(["--cores", "1"], work, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (work / "value.txt").read_text() == "found"
+
+
+def test_an_answer_that_came_with_the_one_before_is_read(workflow):
+    """A run that ends before the test reads its pid: both answers wait in the pipe, and the
+    second must still be seen (a buffered reader took it with the first, and select() then
+    waited for the timeout on an empty pipe)."""
+    assert snakemake_fork.run(["--version"], workflow).returncode == 0  # the launcher started
+    launcher = snakemake_fork._launcher
+    out, err = workflow / "out.txt", workflow / "err.txt"
+    out.touch()
+    err.touch()
+    request = {
+        "args": ["--bogus-option"],
+        "cwd": str(workflow),
+        "env": dict(os.environ),
+        "umask": -1,
+        "limit_bytes": 0,
+        "stdout": str(out),
+        "stderr": str(err),
+    }
+    with snakemake_fork._launcher_lock:
+        launcher.stdin.write((json.dumps(request) + "\n").encode())
+        launcher.stdin.flush()
+        time.sleep(8)  # the run (an argument error) ends meanwhile
+        pid = snakemake_fork._answer(launcher, 10)["pid"]
+        status = snakemake_fork._answer(launcher, 10)
+    assert status is not None, "the second answer was not seen"
+    assert pid > 0 and os.waitstatus_to_exitcode(status["status"]) == 2
+    assert "unrecognized arguments: --bogus-option" in err.read_text()
