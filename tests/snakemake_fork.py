@@ -105,13 +105,14 @@ for line in requests:
 """
 
 _launcher: subprocess.Popen | None = None
-_LAUNCHER_PYTHONPATH = os.environ.get("PYTHONPATH", "")  # the launcher's: this process's
+_launcher_pythonpath = ""  # the PYTHONPATH the running launcher started with
 _launcher_lock = threading.Lock()
 
 
 def _start() -> subprocess.Popen:
-    global _launcher
+    global _launcher, _launcher_pythonpath
     if _launcher is None or _launcher.poll() is not None:
+        _launcher_pythonpath = os.environ.get("PYTHONPATH", "")
         _launcher = subprocess.Popen(
             [sys.executable, "-c", LAUNCHER],
             stdin=subprocess.PIPE,
@@ -168,7 +169,12 @@ def run(
     address space capped (RLIMIT_AS), as a user's ulimit."""
     cmd = [sys.executable, "-m", "snakemake", *args]
     env = dict(os.environ if env is None else env)
-    if env.get("PYTHONPATH", "") != _LAUNCHER_PYTHONPATH:
+    # the running launcher's PYTHONPATH, or this process's, which a launcher started now gets
+    if _launcher is not None and _launcher.poll() is None:
+        launcher_pythonpath = _launcher_pythonpath
+    else:
+        launcher_pythonpath = os.environ.get("PYTHONPATH", "")
+    if env.get("PYTHONPATH", "") != launcher_pythonpath:
         # what Python does at its start (a sitecustomize.py on the path, as a test's stand-in
         # engine installs itself) cannot be replayed in a forked process: a fresh interpreter
         return _fresh(cmd, cwd, env, timeout, umask, limit_bytes)

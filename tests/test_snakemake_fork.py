@@ -142,3 +142,25 @@ def test_an_answer_that_came_with_the_one_before_is_read(workflow):
     assert status is not None, "the second answer was not seen"
     assert pid > 0 and os.waitstatus_to_exitcode(status["status"]) == 2
     assert "unrecognized arguments: --bogus-option" in err.read_text()
+
+
+def test_a_run_is_not_given_a_launcher_started_with_another_pythonpath(tmp_path, monkeypatch):
+    """A launcher started while this process's PYTHONPATH held a module folder (a test's
+    monkeypatch) imports from it; a run asking for the PYTHONPATH without that folder must not
+    be forked from it, so its Snakefile does not find the module."""
+    snakemake_fork._stop_launcher()
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "plantedmod.py").write_text("VALUE = 'found'\n")
+    (tmp_path / "Snakefile").write_text("import plantedmod\n\nrule all:\n    shell: 'true'\n")
+    before = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", str(planted))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if before is not None:
+        env["PYTHONPATH"] = before
+    try:
+        proc = snakemake_fork.run(["--cores", "1"], tmp_path, env=env)
+    finally:
+        snakemake_fork._stop_launcher()  # the next tests' launcher starts without the folder
+    assert proc.returncode != 0
+    assert "No module named 'plantedmod'" in proc.stderr + proc.stdout, proc.stderr[-2000:]
