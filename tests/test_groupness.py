@@ -181,6 +181,35 @@ def test_seed_names_compare_case_insensitively_and_missing_seeds_are_reported():
         build_users(posts.lazy(), ["seeda"], demographic(("nothere",)), read_bots(None), settings())
 
 
+def test_a_scanned_table_with_mixed_case_names_gives_what_the_lowercased_frame_gives(tmp_path):
+    """The subreddit filters run on a Parquet scan (where the reader tests them on each column
+    chunk's distinct names) exactly as on the lowercased posts in memory: the users table, its
+    report and D_d, with seeds, kept names and posts in mixed case."""
+    posts = make_posts(120, seed=7)
+    spelled = posts.with_columns(
+        pl.when(pl.int_range(pl.len()) % 3 == 0)
+        .then(pl.col("subreddit").str.to_uppercase())
+        .when(pl.int_range(pl.len()) % 3 == 1)
+        .then(pl.col("subreddit").str.to_titlecase())
+        .otherwise(pl.col("subreddit"))
+    )
+    assert spelled["subreddit"].n_unique() > posts["subreddit"].n_unique()
+    path = tmp_path / "posts.parquet"
+    spelled.write_parquet(path)
+    kept = ["SeedA", "seedb", "GENERAL1", "general2"]
+    args = (demographic(("SEEDA", "SeedB", "seedc", "NoSuchSub")), read_bots(None), settings())
+    scanned = build_users(pl.scan_parquet(path), kept, *args)
+    in_memory = build_users(posts.lazy(), [k.lower() for k in kept], *args)
+    assert scanned.users.equals(in_memory.users) and scanned.users.height > 50
+    assert scanned.report == in_memory.report
+    assert scanned.report["seed_subreddits_without_posts"] == ["nosuchsub"]
+    d_scanned = demographic_posts(pl.scan_parquet(path), scanned.users, kept).collect()
+    d_memory = demographic_posts(posts.lazy(), in_memory.users, kept).collect()
+    key = ["post_id"]
+    assert d_scanned.drop("subreddit").sort(key).equals(d_memory.drop("subreddit").sort(key))
+    assert d_scanned.height > 100
+
+
 def test_bad_formula_and_fraction_are_config_errors():
     posts = make_posts(10)
     with pytest.raises(ConfigError, match="demographics.groupness"):

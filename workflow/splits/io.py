@@ -35,6 +35,10 @@ PARQUET_COMPRESSION = "zstd"
 PARQUET_LEVEL = 1
 TMP_SUFFIX = ".tmp"
 STAGED_SUFFIX = ".unsorted"
+# the unsorted copy write_sorted_parquet reads once per part and deletes: lz4 writes and reads
+# it faster than zstd, for ~1.5x its bytes (a 3M-post D_d: 8.6 + 6.9 CPU s against 10.4 + 7.7
+# at zstd, 230 against 150 MB on disk; measured 2026-11-30)
+STAGED_COMPRESSION = "lz4"
 
 
 def stale_temporaries(path: str | Path, suffix: str = TMP_SUFFIX) -> list[Path]:
@@ -213,7 +217,7 @@ def write_sorted_parquet(frame: pl.LazyFrame, by: str, path: str | Path, max_row
     # its own suffix: the output's writers below remove stale ``.tmp`` files of ``path``
     staged = temporary_beside(path, STAGED_SUFFIX)
     try:
-        frame.sink_parquet(staged, compression=PARQUET_COMPRESSION)
+        frame.sink_parquet(staged, compression=STAGED_COMPRESSION)
         return _write_sorted_parts(pl.scan_parquet(staged), by, path, max_rows)
     except Exception as err:
         raise (as_os_error(err, path) or err) from err

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
+from splits.demographics.groupness import in_subreddits
 from splits.io import write_parquet, write_sorted_parquet
 
 SORT_ROWS = 1_000_000  # D_d posts sorted in memory at once while writing D_d
@@ -32,8 +33,10 @@ def demographic_posts(
     """D_d: every post of the users in any kept subreddit, with the author's group-ness and
     percentile, in the posts table's order (``write_demographic_posts`` sorts it by post id)."""
     kept = sorted({s.lower() for s in kept_subreddits})
+    # the users' names as a filter too, which the reader applies before it decodes the texts of
+    # other users' posts (the join alone reads every post's text: ~15% more CPU at 10M posts)
     return (
-        posts.filter(pl.col("subreddit").str.to_lowercase().is_in(kept))
+        posts.filter(in_subreddits(kept) & pl.col("author").is_in(users["author"].implode()))
         .join(users.lazy().select("author", "groupness", "percentile"), on="author", how="inner")
         .select(POST_COLUMNS + ["groupness", "percentile"])
     )
@@ -61,7 +64,7 @@ def write_demographic_parts(
     frames = [u.select("author", "groupness", "percentile") for u in users]
     authors = pl.concat([f.select("author") for f in frames]).unique()
     held = (
-        posts.filter(pl.col("subreddit").str.to_lowercase().is_in(kept))
+        posts.filter(in_subreddits(kept))
         .join(authors.lazy(), on="author", how="semi")
         .select(POST_COLUMNS)
     )

@@ -105,30 +105,47 @@ def percentile_expr(column: str) -> pl.Expr:
 def seed_counts(posts: pl.LazyFrame, seeds: list[str]) -> pl.LazyFrame:
     """c(u, s): posts per (author, seed subreddit); seeds compared lowercased."""
     seeds_lower = sorted({s.lower() for s in seeds})
+    # filtered before the names are lowercased: the reader tests the predicate on each column
+    # chunk's distinct names, where lowercasing every post's name first cost ~0.7 s per 10M posts
     return (
-        posts.select("author", pl.col("subreddit").str.to_lowercase().alias("subreddit"))
-        .filter(pl.col("subreddit").is_in(seeds_lower))
+        posts.filter(in_subreddits(seeds_lower))
+        .select("author", pl.col("subreddit").str.to_lowercase())
         .group_by("author", "subreddit")
         .agg(pl.len().alias("c"))
     )
 
 
+def in_subreddits(names_lower: list[str]) -> pl.Expr:
+    """A post's subreddit is one of ``names_lower`` (lowercase names), compared
+    case-insensitively. As a filter straight on a scan, the reader evaluates it on each column
+    chunk's dictionary of distinct names, not on every post's."""
+    return pl.col("subreddit").str.to_lowercase().is_in(names_lower)
+
+
 def groupness_scores(counts: pl.LazyFrame) -> pl.LazyFrame:
     """Per author: n_seed_posts, n_seed_subreddits and the raw score of every formula."""
     c = pl.col("c").cast(pl.Float64)
-    total = c.sum()
-    share = c / total
-    # rounded so that users with the same counts tie exactly whatever the summation order
-    return counts.group_by("author").agg(
+    # per author only plain sums, which polars aggregates column-wise; an expression mixing a
+    # post count with its author's total (c / sum c) is evaluated group by group, ~0.5 s per
+    # 200,000 authors. The entropy of the shares c/T is H = log T - (sum c log c) / T.
+    sums = counts.group_by("author").agg(
         pl.col("c").sum().cast(pl.Int64).alias("n_seed_posts"),
         pl.len().cast(pl.Int64).alias("n_seed_subreddits"),
-        c.log1p().sum().round(SCORE_DECIMALS).alias(groupness_column("sum_log")),
-        (pl.len().cast(pl.Float64) * total.log1p())
+        c.log1p().sum().alias("_sum_log"),
+        (c * c.log()).sum().alias("_c_log_c"),
+    )
+    total = pl.col("n_seed_posts").cast(pl.Float64)
+    entropy = total.log() - pl.col("_c_log_c") / total
+    # rounded so that users with the same counts tie exactly whatever the summation order
+    return sums.select(
+        "author",
+        "n_seed_posts",
+        "n_seed_subreddits",
+        pl.col("_sum_log").round(SCORE_DECIMALS).alias(groupness_column("sum_log")),
+        (pl.col("n_seed_subreddits").cast(pl.Float64) * total.log1p())
         .round(SCORE_DECIMALS)
         .alias(groupness_column("breadth_x_volume")),
-        (total.log1p() * (-(share * share.log()).sum()).exp())
-        .round(SCORE_DECIMALS)
-        .alias(groupness_column("entropy")),
+        (total.log1p() * entropy.exp()).round(SCORE_DECIMALS).alias(groupness_column("entropy")),
     )
 
 
@@ -174,8 +191,8 @@ def user_aggregates(posts: pl.LazyFrame, counts: pl.DataFrame, kept: list[str]) 
 def _kept_post_counts(posts: pl.LazyFrame, counts: pl.DataFrame, kept: list[str]) -> pl.DataFrame:
     """n_posts: the posts in the kept subreddits (lowercased) of every author in ``counts``."""
     return (
-        posts.select("author", pl.col("subreddit").str.to_lowercase().alias("subreddit"))
-        .filter(pl.col("subreddit").is_in(kept))
+        posts.filter(in_subreddits(kept))
+        .select("author")
         .join(counts.lazy().select(pl.col("author").unique()), on="author", how="semi")
         .group_by("author")
         .agg(pl.len().cast(pl.Int64).alias("n_posts"))
@@ -198,13 +215,9 @@ def _with_post_counts(counts: pl.DataFrame, n_posts: pl.DataFrame) -> pl.DataFra
 def post_subreddit_names(posts: pl.LazyFrame) -> list[str]:
     """The posts' subreddit names, lowercased, unique and sorted (what a missing seed's
     suggestions are drawn from)."""
-    return (
-        posts.select(pl.col("subreddit").str.to_lowercase().unique())
-        .collect(engine="streaming")["subreddit"]
-        .drop_nulls()
-        .sort()
-        .to_list()
-    )
+    # the distinct names first, then lowercased: not every post's name
+    names = posts.select(pl.col("subreddit").unique()).collect(engine="streaming")["subreddit"]
+    return names.str.to_lowercase().unique().drop_nulls().sort().to_list()
 
 
 def build_users(
