@@ -368,6 +368,57 @@ def test_d_d_is_written_sorted_in_parts(tmp_path, monkeypatch):
     assert pl.read_parquet(path).equals(expected)
 
 
+@pytest.mark.parametrize("from_scan", [True, False])
+def test_d_d_parts_read_straight_from_the_posts_scan_or_from_a_copy_are_the_same(
+    tmp_path, monkeypatch, from_scan
+):
+    """Given the posts' row count, D_d's parts are read straight from the posts scan where the
+    cost model says so (no unsorted copy written), else from the copy: the same sorted file
+    either way, at every part size."""
+    from splits import io
+
+    posts = make_posts(60, seed=4).sample(fraction=1.0, shuffle=True, seed=3)
+    source = tmp_path / "posts.parquet"
+    posts.write_parquet(source, row_group_size=50)
+    scan = pl.scan_parquet(source)
+    kept = ["seeda", "seedb", "general1"]
+    users = build_users(
+        scan, kept, demographic(), read_bots(None), settings(top_user_fraction=0.0)
+    ).users
+    d_posts = demographic_posts(scan, users, kept)
+    expected = d_posts.collect().sort("post_id")
+    assert not d_posts.collect()["post_id"].is_sorted()
+    copies = []
+    staged = io.temporary_beside
+    monkeypatch.setattr(io, "_scan_passes_cheaper", lambda *args: from_scan)
+
+    def beside(path, *suffix):
+        if suffix == (io.STAGED_SUFFIX,):  # the unsorted copy (not a writer's .tmp file)
+            copies.append(path)
+        return staged(path, *suffix)
+
+    monkeypatch.setattr(io, "temporary_beside", beside)
+    rows = posts.height
+    for max_rows in (1, 7, expected.height - 1, expected.height, 10**6):
+        path = tmp_path / f"d_{max_rows}.parquet"
+        written = io.write_sorted_parquet(d_posts, "post_id", path, max_rows, source_rows=rows)
+        assert written == expected.height
+        assert pl.read_parquet(path).equals(expected), max_rows
+    assert bool(copies) != from_scan
+    assert not list(tmp_path.glob("*.unsorted*"))
+
+
+def test_the_cost_model_reads_the_parts_from_the_scan_at_10m_posts_and_copies_at_89m():
+    """The choice at the sizes it was measured at: D_d of 3.0M rows from 9.6M posts in four
+    parts straight from the scan; a 27M-row D_d of 89M posts (27 parts) from a copy; one part
+    always from the scan (no copy to make)."""
+    from splits.io import _scan_passes_cheaper
+
+    assert _scan_passes_cheaper(3_041_651, 9_647_052, 1_000_000)
+    assert not _scan_passes_cheaper(27_000_000, 89_000_000, 1_000_000)
+    assert _scan_passes_cheaper(900_000, 89_000_000, 1_000_000)
+
+
 def test_every_demographics_d_d_from_one_read_equals_one_pass_each(tmp_path, monkeypatch):
     """The bucket job's writer of every demographic's D_d (one read and one sort of the
     bucket) writes the files the per-demographic writer does: sorted by post id, only kept

@@ -21,6 +21,7 @@ from splits.config.templates import PROMPT_SLOTS, unknown_slot_error, unknown_sl
 from splits.demographics.curves import match_counts, unsupported_error, with_counts
 from splits.demographics.d_posts import (
     demographic_posts,
+    table_rows,
     write_demographic_parts,
     write_demographic_posts,
 )
@@ -176,7 +177,7 @@ def run_groupness(args: argparse.Namespace) -> int:
         result = build_users(posts, kept, demographic, bots, settings)
         write_parquet(result.users, args.out_users)
         n_posts = write_demographic_posts(
-            demographic_posts(posts, result.users, kept), args.out_posts
+            demographic_posts(posts, result.users, kept), args.out_posts, table_rows(posts)
         )
     result.report["posts"] = int(n_posts)
     write_json(result.report, args.out_report)

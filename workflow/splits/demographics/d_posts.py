@@ -42,10 +42,20 @@ def demographic_posts(
     )
 
 
-def write_demographic_posts(d_posts: pl.LazyFrame, path: str | Path) -> int:
+def write_demographic_posts(
+    d_posts: pl.LazyFrame, path: str | Path, source_rows: int | None = None
+) -> int:
     """Write D_d sorted by post id (the file is deterministic, and the topic splits merge the
-    demographics' files in post-id order), holding at most ``SORT_ROWS`` posts at once."""
-    return write_sorted_parquet(d_posts, "post_id", path, SORT_ROWS)
+    demographics' files in post-id order), holding at most ``SORT_ROWS`` posts at once.
+    ``source_rows``: the posts D_d is drawn from (a scan of the posts table), so that its parts
+    are read straight from that scan where that costs less than an unsorted copy of D_d
+    (:func:`splits.io.write_sorted_parquet`)."""
+    return write_sorted_parquet(d_posts, "post_id", path, SORT_ROWS, source_rows=source_rows)
+
+
+def table_rows(posts: pl.LazyFrame) -> int:
+    """The rows of a scan (of Parquet files: read from their footers)."""
+    return posts.select(pl.len()).collect().item()
 
 
 def write_demographic_parts(
@@ -72,8 +82,11 @@ def write_demographic_parts(
     bucket = held.head(SORT_ROWS + 1).collect()
     if bucket.height > SORT_ROWS:
         del bucket
+        source_rows = table_rows(posts)
         return [
-            write_demographic_posts(demographic_posts(posts, frame, kept_subreddits), path)
+            write_demographic_posts(
+                demographic_posts(posts, frame, kept_subreddits), path, source_rows
+            )
             for frame, path in zip(frames, paths, strict=True)
         ]
     # one sort for every demographic: a join that keeps the left frame's order keeps it sorted
