@@ -29,6 +29,7 @@ from splits.config.definitions import Demographic  # noqa: E402
 from splits.config.settings import schema_defaults  # noqa: E402
 from splits.demographics.d_posts import (  # noqa: E402
     demographic_posts,
+    table_rows,
     write_demographic_posts,
 )
 from splits.demographics.groupness import build_users, read_bots  # noqa: E402
@@ -108,8 +109,9 @@ def main() -> int:
         )
         users_s = time.perf_counter() - started
         write_parquet(result.users, tmp / "users.parquet")
+        # as the job does: told the posts' rows, so D_d's parts may be read from the scan
         write_demographic_posts(
-            demographic_posts(scan, result.users, kept), tmp / "d_posts.parquet"
+            demographic_posts(scan, result.users, kept), tmp / "d_posts.parquet", table_rows(scan)
         )
         total = time.perf_counter() - started
         n_dd = pl.scan_parquet(tmp / "d_posts.parquet").select(pl.len()).collect().item()
