@@ -217,12 +217,17 @@ def write_sorted_parquet(
     The parts are read from an unsorted copy of ``frame`` streamed to a temporary file next to
     ``path``, except where ``source_rows`` says ``frame`` is a filter over a Parquet scan of that
     many rows (D_d over the posts table) and reading the parts straight from the scan costs less
-    (:func:`_scan_passes_cheaper`): always where the rows fit in one part."""
+    (:func:`_scan_passes_cheaper`): where the rows arrive in long sorted runs, so that each
+    part's filter skips most of the scan's row groups, or where the passes cost less than the
+    copy all the same (one part of a source not much larger than it)."""
     path = Path(path)
     try:
         if source_rows is not None:
-            keys = _sorted_keys(frame, by)
-            if _scan_passes_cheaper(keys.len(), source_rows, max_rows):
+            in_order = frame.select(by).collect(engine="streaming").get_column(by)
+            runs = _sorted_runs(in_order)
+            keys = in_order.sort()
+            del in_order
+            if _scan_passes_cheaper(keys.len(), source_rows, max_rows, runs):
                 return _write_sorted_parts(frame, keys, by, path, max_rows)
             del keys
         # its own suffix: the output's writers below remove stale ``.tmp`` files of ``path``
@@ -237,24 +242,37 @@ def write_sorted_parquet(
         raise (as_os_error(err, path) or err) from err
 
 
-# CPU per row of the two ways to read the parts, measured on D_d of a 9.6M-post table (3.0M
-# rows, four parts; POLARS_MAX_THREADS=1, 2026-11-30): a pass over the filtered scan decodes
-# its key and filter columns, ~0.11 us per scanned row; the unsorted copy reads every column of
-# the scan once more (~0.33 us per scanned row), writes and reads the kept rows once more (~1.05
-# us per kept row), and a pass over it costs ~0.2 us per kept row. Straight from the scan:
-# 6.6 against 11.8 CPU s there; at a 27M-row D_d of 89M posts (27 parts) the copy is cheaper.
-SCAN_PASS_US = 0.11
-COPY_READ_US = 0.33
-COPY_WRITE_US = 1.05
-COPY_PASS_US = 0.2
+# Which way reads the parts for less. Where the rows arrive in long sorted runs (the source laid
+# out in key order, as ingest's shards of an id-ordered dump or of the generated corpus are),
+# a part's range filter skips the source's row groups outside it, and the passes together read
+# the source about once: straight from the scan (a 3.0M-row D_d of 9.6M such posts, four
+# parts: 6.6 against 11.8 CPU s for the copy). Elsewhere (ConvoKit's conversation order, say)
+# every pass decodes the key and filter columns of every source row. CPU per row measured on
+# the same posts shuffled (POLARS_MAX_THREADS=1, 2026-11-30): the keys' pass ~0.28 us and a
+# part's pass ~0.45 us per source row; the copy reads every column of the source once (~0.6 us
+# a row), writes and reads its rows once (~1.3 us a row), and a pass over it ~0.44 us per copied
+# row (there four parts straight from the scan: 22.3 against ~17 CPU s for the copy).
+SORTED_RUN_ROWS = 100_000  # rows per sorted run, on average, above which the filters prune
+SCAN_KEYS_US = 0.28
+SCAN_PASS_US = 0.45
+COPY_READ_US = 0.6
+COPY_WRITE_US = 1.3
+COPY_PASS_US = 0.44
 
 
-def _scan_passes_cheaper(rows: int, source_rows: int, max_rows: int) -> bool:
+def _sorted_runs(keys: pl.Series) -> int:
+    """The ascending runs of ``keys`` in their order (1 + the number of descents)."""
+    if keys.len() < 2:
+        return 1
+    return 1 + int((keys.slice(1) < keys.slice(0, keys.len() - 1)).sum())
+
+
+def _scan_passes_cheaper(rows: int, source_rows: int, max_rows: int, runs: int) -> bool:
     parts = -(-rows // max_rows)
-    if parts <= 1:
+    if rows >= runs * SORTED_RUN_ROWS:
         return True
-    scan = parts * SCAN_PASS_US * source_rows
-    copy = COPY_READ_US * source_rows + COPY_WRITE_US * rows + parts * COPY_PASS_US * rows
+    scan = source_rows * (SCAN_KEYS_US + parts * SCAN_PASS_US)
+    copy = COPY_READ_US * source_rows + (COPY_WRITE_US + parts * COPY_PASS_US) * rows
     return scan < copy
 
 
