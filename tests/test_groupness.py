@@ -411,16 +411,17 @@ def test_d_d_parts_read_straight_from_the_posts_scan_or_from_a_copy_are_the_same
 def test_the_parts_come_from_the_scan_where_it_is_in_key_order_or_cheaper_and_else_a_copy():
     """The choice at the sizes it was measured at: D_d of 3.0M rows from 9.6M posts in four
     parts straight from the scan where the rows arrive in ten sorted runs (ingest's shards of
-    the generated corpus), from a copy where they are shuffled; one part from a shuffled source
-    not much larger than it straight from the scan, from a 100x larger one by a copy."""
+    the generated corpus), from a copy where they are shuffled; one part of a shuffled source
+    straight from the scan (the keys, read from it either way, leave one pass to make), two parts
+    of a 60x larger shuffled source by a copy."""
     from splits.io import _scan_passes_cheaper, _sorted_runs
 
     assert _sorted_runs(pl.Series(["a", "b", "c", "b", "c", "a", "a"])) == 3
     assert _sorted_runs(pl.Series([], dtype=pl.String)) == 1
     assert _scan_passes_cheaper(3_041_651, 9_647_052, 1_000_000, runs=10)
     assert not _scan_passes_cheaper(3_041_651, 9_647_052, 1_000_000, runs=1_520_000)
-    assert _scan_passes_cheaper(900_000, 2_000_000, 1_000_000, runs=450_000)
-    assert not _scan_passes_cheaper(900_000, 89_000_000, 1_000_000, runs=450_000)
+    assert _scan_passes_cheaper(900_000, 89_000_000, 1_000_000, runs=450_000)
+    assert not _scan_passes_cheaper(1_500_000, 89_000_000, 1_000_000, runs=750_000)
 
 
 def test_every_demographics_d_d_from_one_read_equals_one_pass_each(tmp_path, monkeypatch):

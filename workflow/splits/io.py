@@ -229,13 +229,15 @@ def write_sorted_parquet(
             del in_order
             if _scan_passes_cheaper(keys.len(), source_rows, max_rows, runs):
                 return _write_sorted_parts(frame, keys, by, path, max_rows)
-            del keys
         # its own suffix: the output's writers below remove stale ``.tmp`` files of ``path``
         staged = temporary_beside(path, STAGED_SUFFIX)
         try:
             frame.sink_parquet(staged, compression=STAGED_COMPRESSION)
             copy = pl.scan_parquet(staged)
-            return _write_sorted_parts(copy, _sorted_keys(copy, by), by, path, max_rows)
+            if source_rows is None:
+                keys = _sorted_keys(copy, by)
+            # else the keys read from the scan above: the copy holds the same rows
+            return _write_sorted_parts(copy, keys, by, path, max_rows)
         finally:
             os.unlink(staged)
     except Exception as err:
@@ -248,12 +250,12 @@ def write_sorted_parquet(
 # the source about once: straight from the scan (a 3.0M-row D_d of 9.6M such posts, four
 # parts: 6.6 against 11.8 CPU s for the copy). Elsewhere (ConvoKit's conversation order, say)
 # every pass decodes the key and filter columns of every source row. CPU per row measured on
-# the same posts shuffled (POLARS_MAX_THREADS=1, 2026-11-30): the keys' pass ~0.28 us and a
-# part's pass ~0.45 us per source row; the copy reads every column of the source once (~0.6 us
-# a row), writes and reads its rows once (~1.3 us a row), and a pass over it ~0.44 us per copied
-# row (there four parts straight from the scan: 22.3 against ~17 CPU s for the copy).
+# the same posts shuffled (POLARS_MAX_THREADS=1, 2026-11-30): a part's pass ~0.45 us per source
+# row; the copy reads every column of the source once (~0.6 us a row), writes and reads its rows
+# once (~1.3 us a row), and a pass over it ~0.44 us per copied row (there four parts straight
+# from the scan: 22.3 against ~17 CPU s for the copy). The keys' pass over the scan (~0.28 us a
+# row) is made either way: the copy's parts are cut by the same keys.
 SORTED_RUN_ROWS = 100_000  # rows per sorted run, on average, above which the filters prune
-SCAN_KEYS_US = 0.28
 SCAN_PASS_US = 0.45
 COPY_READ_US = 0.6
 COPY_WRITE_US = 1.3
@@ -271,7 +273,7 @@ def _scan_passes_cheaper(rows: int, source_rows: int, max_rows: int, runs: int) 
     parts = -(-rows // max_rows)
     if rows >= runs * SORTED_RUN_ROWS:
         return True
-    scan = source_rows * (SCAN_KEYS_US + parts * SCAN_PASS_US)
+    scan = parts * SCAN_PASS_US * source_rows
     copy = COPY_READ_US * source_rows + (COPY_WRITE_US + parts * COPY_PASS_US) * rows
     return scan < copy
 
